@@ -1,0 +1,1 @@
+"""pytest-readstream plugin entry point (filled in by the plugin work)."""
