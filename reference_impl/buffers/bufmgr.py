@@ -1,0 +1,630 @@
+"""One backend's buffer manager: pinning, ``StartReadBuffers``/``WaitReadBuffers``, ``ReadBuffer``.
+
+This module is the harness's view of PostgreSQL's ``bufmgr.c`` read path, and the object handed
+to a ``ReadStream`` implementation. Everything a stream does to the buffer pool goes through it,
+so pins, hits and reads are observed here, outside the stream, exactly as a real server's
+``pg_stat_io`` and ``pg_buffercache`` see them.
+
+The read path (PostgreSQL 18):
+
+``start_read_buffers(op, buffers, index, block, n, flags)`` pins ``n`` consecutive blocks in
+order (``PinBufferForBlock``). A hit on the first block ends the call at once: one block, no I/O.
+A hit on a later block cuts the read before it and leaves that buffer pinned for the caller to
+pass back (*forwarding*). A miss on the first block caps the read at the segment boundary
+(``mdmaxcombine``), so blocks beyond it are not even pinned. Then, with an asynchronous
+``io_method``, one I/O is issued at once (``AsyncReadBuffers``), covering the blocks from the first
+for which I/O can be started up to the first whose I/O another backend has in progress; with
+``io_method=sync`` nothing is read yet (read-ahead advice may be given).
+
+``wait_read_buffers(op)`` waits for the I/O (or, under ``sync``, performs it), raises the read's
+error if it failed, and keeps issuing I/Os for blocks still not done (a short read, or blocks
+another backend was reading), counting blocks somebody else made valid meanwhile as hits.
+
+``read_buffer`` is the unstreamed ``ReadBufferExtended``: a one-block ``StartReadBuffer`` flagged
+synchronous, so a miss costs exactly one one-block read done by the backend itself, even under
+``io_method=worker``.
+
+Private reference counts follow ``PrivateRefCount`` exactly (see ``refcount.py``), because the
+pin budget a stream gets (``get_additional_pin_limit``) is computed from them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ModelUsageError, PinLeakError, QueryCanceled
+from ..stats import BackendStats, ReadRecord
+from ..storage.relation import FORK_NAMES, RELSEG_SIZE, ForkNumber, Relation
+from .pool import (
+    BM_DIRTY,
+    BM_MAX_USAGE_COUNT,
+    BM_VALID,
+    BM_ZEROED,
+    INVALID_BUFFER,
+    BufferPool,
+    InflightIO,
+)
+from .refcount import PrivateRefCount
+from .strategy import BufferAccessStrategy, io_context_for_strategy
+
+if TYPE_CHECKING:
+    from ..instance import Instance
+
+__all__ = [
+    "Backend",
+    "ReadBuffersOperation",
+    "READ_BUFFERS_ZERO_ON_ERROR",
+    "READ_BUFFERS_ISSUE_ADVICE",
+    "READ_BUFFERS_IGNORE_CHECKSUM_FAILURES",
+    "READ_BUFFERS_SYNCHRONOUSLY",
+    "RBM_NORMAL",
+    "RBM_ZERO_ON_ERROR",
+    "RBM_ZERO_AND_LOCK",
+]
+
+READ_BUFFERS_ZERO_ON_ERROR = 1 << 0
+READ_BUFFERS_ISSUE_ADVICE = 1 << 1
+READ_BUFFERS_IGNORE_CHECKSUM_FAILURES = 1 << 2
+READ_BUFFERS_SYNCHRONOUSLY = 1 << 3
+
+RBM_NORMAL = "normal"
+RBM_ZERO_ON_ERROR = "zero_on_error"
+RBM_ZERO_AND_LOCK = "zero_and_lock"
+_MODES = (RBM_NORMAL, RBM_ZERO_ON_ERROR, RBM_ZERO_AND_LOCK)
+
+
+class ReadBuffersOperation:
+    """``ReadBuffersOperation``: the caller-owned state of one started read."""
+
+    __slots__ = (
+        "rel",
+        "fork",
+        "strategy",
+        "buffers",
+        "index",
+        "blocknum",
+        "nblocks",
+        "nblocks_done",
+        "flags",
+        "ioh",
+        "context",
+        "relstats",
+    )
+
+    def __init__(
+        self,
+        rel: Relation,
+        fork: ForkNumber = ForkNumber.MAIN,
+        strategy: BufferAccessStrategy | None = None,
+    ) -> None:
+        self.rel = rel
+        self.fork = fork
+        self.strategy = strategy
+        self.buffers: list[int] = []
+        self.index = 0
+        self.blocknum = 0
+        self.nblocks = 0
+        self.nblocks_done = 0
+        self.flags = 0
+        self.ioh: InflightIO | None = None
+        self.context = io_context_for_strategy(strategy)
+        self.relstats: Any = None
+
+    def set_strategy(self, strategy: BufferAccessStrategy | None) -> None:
+        self.strategy = strategy
+        self.context = io_context_for_strategy(strategy)
+
+
+class Backend:
+    """One backend process's buffer manager state and read functions (``bufmgr.c``)."""
+
+    def __init__(
+        self,
+        instance: Instance,
+        backend_id: int,
+        name: str,
+        *,
+        record_reads: bool = True,
+    ) -> None:
+        self.instance = instance
+        self.id = backend_id
+        self.name = name
+        self.pool: BufferPool = instance.pool
+        self.clock = instance.clock
+        self.settings = instance.settings
+        self.storage = instance.storage
+        self.io_method = instance.io_method
+        self.costs = instance.costs
+        self.refs = PrivateRefCount()
+        self.stats = BackendStats(read_log=[] if record_reads else None)
+        self.warnings: list[str] = []
+        self.vacuum_cost_active = False
+        self._cpu_debt = 0.0
+        self._zero_damaged = instance.settings.zero_damaged_pages
+        self._ignore_checksum = instance.settings.ignore_checksum_failure
+        self._sync_method = self.io_method.name == "sync"
+        self.cancel_pending = False
+
+    # ------------------------------------------------------------------------------ time
+    @property
+    def now(self) -> int:
+        return self.clock.now
+
+    def cpu(self, us: float) -> None:
+        """Spend ``us`` microseconds of CPU (fractions accumulate)."""
+        d = self._cpu_debt + us
+        if d >= 1.0:
+            whole = int(d)
+            self._cpu_debt = d - whole
+            self.clock.advance(whole)
+        else:
+            self._cpu_debt = d
+
+    def check_for_interrupts(self) -> None:
+        """``CHECK_FOR_INTERRUPTS``: raise a pending cancel."""
+        if self.cancel_pending:
+            self.cancel_pending = False
+            raise QueryCanceled()
+
+    # ------------------------------------------------------------------------------ pin limits
+    def get_pin_limit(self) -> int:
+        """``GetPinLimit()`` = ``MaxProportionalPins``."""
+        return self.pool.pin_limit
+
+    def get_additional_pin_limit(self) -> int:
+        """``GetAdditionalPinLimit()``: the fair share minus the *estimated* pins held."""
+        est = self.refs.estimated_pins
+        limit = self.pool.pin_limit
+        return 0 if est > limit else limit - est
+
+    def limit_additional_pins(self, n: int) -> int:
+        """``LimitAdditionalPins``."""
+        if n <= 1:
+            return n
+        return min(n, max(self.get_additional_pin_limit(), 1))
+
+    def pinned_buffers(self) -> dict[int, int]:
+        """Buffers this backend pins, with its private pin count of each."""
+        return self.refs.pinned()
+
+    # ------------------------------------------------------------------------------ pins
+    def _relstats(self, rel: Relation) -> Any:
+        return self.stats.relation(rel.name)
+
+    def pin_buffer_for_block(
+        self,
+        rel: Relation,
+        fork: ForkNumber,
+        block: int,
+        strategy: BufferAccessStrategy | None,
+        context: str,
+        relstats: Any,
+    ) -> tuple[int, bool]:
+        """``PinBufferForBlock`` → ``BufferAlloc``: (buffer, found-valid)."""
+        pool = self.pool
+        refs = self.refs
+        refs.reserve()
+        tag = rel.tag(fork, block)
+        buf = pool.mapping.get(tag)
+        if buf is not None:
+            first = refs.pin(buf)
+            if first:
+                pool.refcount[buf] += 1
+                u = pool.usage[buf]
+                if strategy is None:
+                    if u < BM_MAX_USAGE_COUNT:
+                        pool.usage[buf] = u + 1
+                elif u == 0:
+                    pool.usage[buf] = 1
+            if pool._completions and pool._completions[0][0] <= self.clock.now:
+                pool.poll()
+            found = bool(pool.flags[buf] & BM_VALID)
+        else:
+            buf = self._get_victim_buffer(strategy, context)
+            pool.mapping[tag] = buf
+            pool.tag[buf] = tag
+            pool.flags[buf] = 0
+            pool.usage[buf] = 1
+            found = False
+        relstats.blks_fetched += 1
+        if found:
+            relstats.blks_hit += 1
+            self.stats.shared_blks_hit += 1
+            self.stats.io[context].hits += 1
+            if self.vacuum_cost_active:
+                self.stats.vacuum_cost_balance += self.settings.vacuum_cost_page_hit
+        return buf, found
+
+    def _get_victim_buffer(
+        self, strategy: BufferAccessStrategy | None, context: str
+    ) -> int:
+        """``GetVictimBuffer``: a clean, unmapped, pinned buffer."""
+        pool = self.pool
+        refs = self.refs
+        if strategy is not None and strategy.freed:
+            raise ModelUsageError(
+                f"{strategy!r} was freed and is still used (dangling strategy pointer)"
+            )
+        refs.reserve()
+        if pool._completions and pool._completions[0][0] <= self.clock.now:
+            pool.poll()
+        while True:
+            buf, from_ring = pool.strategy_get_buffer(strategy)
+            refs.pin_new(buf)
+            pool.refcount[buf] += 1
+            f = pool.flags[buf]
+            if f & BM_DIRTY:
+                needs_flush = pool.xlog_needs_flush(pool.page_lsn[buf])
+                if (
+                    strategy is not None
+                    and needs_flush
+                    and pool.strategy_reject_buffer(strategy, buf, from_ring)
+                ):
+                    self._unpin(buf)
+                    continue
+                if needs_flush:
+                    self.cpu(self.costs.wal_flush_us)
+                    pool.wal_flushed_lsn = pool.wal_insert_lsn
+                self._flush_buffer(buf, context)
+            if f & BM_VALID:
+                if from_ring:
+                    self.stats.io[context].reuses += 1
+                else:
+                    self.stats.io[context].evictions += 1
+            t = pool.tag[buf]
+            if t >= 0:
+                del pool.mapping[t]
+                pool.tag[buf] = -1
+            pool.flags[buf] = 0
+            pool.usage[buf] = 0
+            return buf
+
+    def _flush_buffer(self, buf: int, context: str) -> None:
+        """``FlushBuffer``: write a dirty page synchronously before reusing its slot."""
+        pool = self.pool
+        relid, fork, block = Relation.split_tag(pool.tag[buf])
+        rel = self.storage.relation_by_id(relid)
+        done = self.storage.write(rel, fork, block, self.clock.now)
+        self.stats.io[context].writes += 1
+        self.stats.shared_blks_written += 1
+        pool.flags[buf] &= ~BM_DIRTY
+        self.clock.wait_until(done)
+
+    def _unpin(self, buf: int) -> None:
+        if self.refs.unpin(buf):
+            self.pool.refcount[buf] -= 1
+
+    def release_buffer(self, buf: int) -> None:
+        """``ReleaseBuffer``."""
+        if buf < 0:
+            raise ModelUsageError(f"ReleaseBuffer of invalid buffer {buf}")
+        if self.refs.unpin(buf):
+            self.pool.refcount[buf] -= 1
+
+    def incr_buffer_refcount(self, buf: int) -> None:
+        """``IncrBufferRefCount``: an extra pin on a buffer this backend already pins."""
+        self.refs.incr(buf)
+
+    def buffer_block(self, buf: int) -> int:
+        """``BufferGetBlockNumber``."""
+        return self.pool.tag[buf] & 0xFFFFFFFF
+
+    def buffer_tag(self, buf: int) -> tuple[int, ForkNumber, int]:
+        return Relation.split_tag(self.pool.tag[buf])
+
+    def buffer_is_zeroed(self, buf: int) -> bool:
+        """True if the page was zeroed by ``zero_damaged_pages`` (its content is lost)."""
+        return bool(self.pool.flags[buf] & BM_ZEROED)
+
+    def mark_buffer_dirty(self, buf: int, *, wal_logged: bool = False) -> None:
+        """``MarkBufferDirty``; ``wal_logged`` gives the page an LSN not yet flushed (an FPI)."""
+        pool = self.pool
+        if not self.refs.count(buf):
+            raise ModelUsageError(
+                f"MarkBufferDirty on buffer {buf} which this backend does not pin"
+            )
+        if not pool.flags[buf] & BM_DIRTY:
+            pool.flags[buf] |= BM_DIRTY
+            if self.vacuum_cost_active:
+                self.stats.vacuum_cost_balance += self.settings.vacuum_cost_page_dirty
+        if wal_logged:
+            pool.wal_insert_lsn += 1
+            pool.page_lsn[buf] = pool.wal_insert_lsn
+
+    def flush_wal(self) -> None:
+        """``XLogFlush`` up to the insert position (commit)."""
+        pool = self.pool
+        if pool.wal_flushed_lsn < pool.wal_insert_lsn:
+            self.cpu(self.costs.wal_flush_us)
+            pool.wal_flushed_lsn = pool.wal_insert_lsn
+
+    # ------------------------------------------------------------------------------ reads
+    def start_read_buffers(
+        self,
+        op: ReadBuffersOperation,
+        buffers: list[int],
+        index: int,
+        blocknum: int,
+        nblocks: int,
+        flags: int,
+        *,
+        allow_forwarding: bool = True,
+    ) -> tuple[int, bool]:
+        """``StartReadBuffers``: returns (blocks accepted, wait needed).
+
+        ``buffers[index:index+nblocks]`` holds ``INVALID_BUFFER`` or buffers forwarded by the
+        previous call; on return it holds the pinned buffers, including forwarded ones past the
+        accepted count.
+        """
+        if not 1 <= nblocks <= 128:
+            raise ModelUsageError(
+                f"StartReadBuffers nblocks {nblocks} is out of range 1..128"
+            )
+        rel = op.rel
+        fork = op.fork
+        strategy = op.strategy
+        context = op.context
+        relstats = op.relstats
+        if relstats is None:
+            relstats = op.relstats = self.stats.relation(rel.name)
+        pool = self.pool
+        pool_flags = pool.flags
+        actual = nblocks
+        hits = misses = 0
+        i = 0
+        while i < actual:
+            b = buffers[index + i]
+            if allow_forwarding and b != INVALID_BUFFER:
+                if pool._completions and pool._completions[0][0] <= self.clock.now:
+                    pool.poll()
+                found = bool(pool_flags[b] & BM_VALID)
+            else:
+                b, found = self.pin_buffer_for_block(
+                    rel, fork, blocknum + i, strategy, context, relstats
+                )
+                buffers[index + i] = b
+                if found:
+                    hits += 1
+                else:
+                    misses += 1
+            if found:
+                if i == 0:
+                    self.cpu(
+                        hits * self.costs.buffer_hit_us
+                        + misses * self.costs.buffer_alloc_us
+                    )
+                    op.buffers = buffers
+                    op.index = index
+                    op.blocknum = blocknum
+                    op.nblocks = 1
+                    op.nblocks_done = 1
+                    op.flags = flags
+                    op.ioh = None
+                    return 1, False
+                actual = i
+                break
+            if i == 0 and actual > 1:
+                maxcombine = RELSEG_SIZE - blocknum % RELSEG_SIZE
+                if maxcombine < actual:
+                    actual = maxcombine
+            i += 1
+        self.cpu(hits * self.costs.buffer_hit_us + misses * self.costs.buffer_alloc_us)
+        op.buffers = buffers
+        op.index = index
+        op.blocknum = blocknum
+        op.nblocks = actual
+        op.nblocks_done = 0
+        op.flags = flags
+        op.ioh = None
+        if not self._sync_method:
+            did_start, progress = self._async_read_buffers(op)
+            op.nblocks = progress
+            return progress, did_start
+        op.flags |= READ_BUFFERS_SYNCHRONOUSLY
+        if flags & READ_BUFFERS_ISSUE_ADVICE:
+            self.cpu(self.costs.fadvise_us)
+            self.storage.prefetch(rel, fork, blocknum, actual, self.clock.now)
+        return actual, True
+
+    def start_read_buffer(
+        self, op: ReadBuffersOperation, blocknum: int, flags: int
+    ) -> tuple[int, bool]:
+        """``StartReadBuffer``: the one-block form; returns (buffer, wait needed)."""
+        slot = [INVALID_BUFFER]
+        _, need_wait = self.start_read_buffers(
+            op, slot, 0, blocknum, 1, flags, allow_forwarding=False
+        )
+        return slot[0], need_wait
+
+    def _can_start_io(self, buf: int, nowait: bool) -> bool:
+        """``StartBufferIO(buf, forInput=true, nowait)``."""
+        pool = self.pool
+        while True:
+            ioh = pool.buf_io[buf]
+            if ioh is None:
+                break
+            if nowait:
+                return False
+            t0 = self.clock.now
+            pool.wait_io(ioh)
+            self.stats.waits += 1
+            self.stats.wait_us += self.clock.now - t0
+        return not pool.flags[buf] & BM_VALID
+
+    def _async_read_buffers(self, op: ReadBuffersOperation) -> tuple[bool, int]:
+        """``AsyncReadBuffers``: start one I/O for the operation's next blocks."""
+        pool = self.pool
+        buffers = op.buffers
+        base = op.index
+        done = op.nblocks_done
+        head = buffers[base + done]
+        if pool._completions and pool._completions[0][0] <= self.clock.now:
+            pool.poll()
+        if not self._can_start_io(head, False):
+            # Somebody else read it meanwhile: counted as a hit for this backend.
+            op.nblocks_done += 1
+            op.ioh = None
+            st = self.stats
+            st.shared_blks_hit += 1
+            op.relstats.blks_hit += 1
+            st.io[op.context].hits += 1
+            if self.vacuum_cost_active:
+                st.vacuum_cost_balance += self.settings.vacuum_cost_page_hit
+            return False, 1
+        io_bufs = [head]
+        for i in range(done + 1, op.nblocks):
+            b = buffers[base + i]
+            if not self._can_start_io(b, True):
+                break
+            io_bufs.append(b)
+        n = len(io_bufs)
+        flags = op.flags
+        synchronous = bool(flags & READ_BUFFERS_SYNCHRONOUSLY)
+        ioh = InflightIO(
+            self.id,
+            op.rel,
+            op.fork,
+            op.blocknum + done,
+            io_bufs,
+            op.context,
+            synchronous,
+            bool(flags & READ_BUFFERS_ZERO_ON_ERROR) or self._zero_damaged,
+            bool(flags & READ_BUFFERS_IGNORE_CHECKSUM_FAILURES)
+            or self._ignore_checksum,
+        )
+        pool.register_io(ioh)
+        st = self.stats
+        ctx = st.io[op.context]
+        ctx.reads += 1
+        ctx.read_bytes += 8192 * n
+        st.shared_blks_read += n
+        if self.vacuum_cost_active:
+            st.vacuum_cost_balance += self.settings.vacuum_cost_page_miss * n
+        now = self.clock.now
+        executes_now = self.io_method.issue(now, ioh, synchronous)
+        pool.schedule_completion(ioh)
+        log = st.read_log
+        if log is not None:
+            rec = ReadRecord(
+                op.rel.name,
+                FORK_NAMES[op.fork],
+                ioh.start,
+                n,
+                ioh.submit_us,
+                ioh.complete_at,
+                op.context,
+                self.id,
+                executes_now,
+            )
+            ioh.record = rec
+            log.append(rec)
+        op.ioh = ioh
+        if executes_now:
+            # The backend performs the read itself: it is blocked until the data is there.
+            self.clock.wait_until(ioh.complete_at)
+            pool.poll()
+            if not ioh.done:
+                pool.complete_io(ioh)
+        return True, n
+
+    def wait_read_buffers(self, op: ReadBuffersOperation) -> None:
+        """``WaitReadBuffers``: wait for (or, under ``sync``, perform) the read; raise its error."""
+        pool = self.pool
+        while True:
+            ioh = op.ioh
+            if ioh is not None:
+                if not ioh.done:
+                    t0 = self.clock.now
+                    pool.wait_io(ioh)
+                    self.stats.waits += 1
+                    self.stats.wait_us += self.clock.now - t0
+                self.cpu(self.costs.io_complete_us if not ioh.synchronous else 0.0)
+                op.ioh = None
+                if ioh.error is not None:
+                    raise ioh.error
+                op.nblocks_done += ioh.outcome.ok_blocks  # type: ignore[union-attr]
+            if op.nblocks_done >= op.nblocks:
+                return
+            self.check_for_interrupts()
+            self._async_read_buffers(op)
+
+    def read_buffer(
+        self,
+        rel: Relation,
+        block: int,
+        fork: ForkNumber = ForkNumber.MAIN,
+        strategy: BufferAccessStrategy | None = None,
+        mode: str = RBM_NORMAL,
+    ) -> int:
+        """``ReadBufferExtended``: the unstreamed, one-block-at-a-time read (a pinned buffer)."""
+        if mode not in _MODES:
+            raise ModelUsageError(
+                f"ReadBuffer mode {mode!r} is invalid: allowed {', '.join(_MODES)}"
+            )
+        if block < 0 or block > 0xFFFFFFFE:
+            raise ModelUsageError(f"block {block} is invalid: allowed 0..4294967294")
+        op = ReadBuffersOperation(rel, fork, strategy)
+        if mode == RBM_ZERO_AND_LOCK:
+            relstats = op.relstats = self.stats.relation(rel.name)
+            buf, found = self.pin_buffer_for_block(
+                rel, fork, block, strategy, op.context, relstats
+            )
+            if not found:
+                self.pool.flags[buf] |= BM_VALID | BM_ZEROED
+            return buf
+        flags = READ_BUFFERS_SYNCHRONOUSLY
+        if mode == RBM_ZERO_ON_ERROR:
+            flags |= READ_BUFFERS_ZERO_ON_ERROR
+        slot = [INVALID_BUFFER]
+        _, need_wait = self.start_read_buffers(
+            op, slot, 0, block, 1, flags, allow_forwarding=False
+        )
+        if need_wait:
+            # An error propagates with the buffer still pinned; the caller's transaction abort
+            # (``abort``) releases it, as the resource owner does in PostgreSQL.
+            self.wait_read_buffers(op)
+        return slot[0]
+
+    def release_and_read_buffer(
+        self,
+        buf: int,
+        rel: Relation,
+        block: int,
+        strategy: BufferAccessStrategy | None = None,
+    ) -> int:
+        """``ReleaseAndReadBuffer``: keep ``buf`` if it already holds the block."""
+        if buf >= 0:
+            if self.pool.tag[buf] == rel.tag(ForkNumber.MAIN, block):
+                return buf
+            self.release_buffer(buf)
+        return self.read_buffer(rel, block, ForkNumber.MAIN, strategy)
+
+    def prefetch_buffer(self, rel: Relation, fork: ForkNumber, block: int) -> bool:
+        """``PrefetchBuffer``: advice for a block not in the pool (none with direct I/O)."""
+        if self.pool.mapping.get(rel.tag(fork, block)) is not None:
+            return False
+        if self.storage.direct_io:
+            return False
+        self.cpu(self.costs.fadvise_us)
+        return self.storage.prefetch(rel, fork, block, 1, self.clock.now)
+
+    # ------------------------------------------------------------------------------ transactions
+    def abort(self) -> None:
+        """Transaction abort: the resource owner drops every pin this backend holds.
+
+        Streams are not ended (no drain). Reads already issued to an asynchronous method still
+        complete (they hold their own pins); reads staged under ``io_method=sync`` never run and
+        leave their buffers mapped but invalid (``read_stream.md`` §7.1).
+        """
+        for buf, count in self.refs.pinned().items():
+            for _ in range(count):
+                self.release_buffer(buf)
+
+    def check_for_buffer_leaks(self) -> None:
+        """``CheckForBufferLeaks``: raise if any pin is still held."""
+        pinned = self.refs.pinned()
+        if pinned:
+            raise PinLeakError(self.name, pinned)
+
+    def __repr__(self) -> str:
+        return f"Backend({self.name!r}, pins={self.refs.distinct()})"

@@ -1,0 +1,414 @@
+"""The shared buffer pool: slots, the mapping table, pins, usage counts and victim selection.
+
+This is the part of ``buf_init.c``/``bufmgr.c``/``freelist.c`` that every backend shares:
+
+* ``NBuffers`` slots, each with a tag (which block it holds), state flags (valid, dirty, I/O
+  error, zeroed), a shared pin count and a usage count 0..5;
+* the mapping table from tag to slot (``BufTableLookup``);
+* victim selection (``StrategyGetBuffer``): the strategy's ring first, then the free list
+  (every slot, in ascending order, at start-up), then the clock sweep, which decrements usage
+  counts of unpinned buffers until it finds one at zero;
+* I/Os in flight. A started read holds one extra pin on each of its buffers until it completes
+  (``buffer_stage_common``), and marks them *I/O in progress* so that another backend waits for
+  it instead of reading the block again (``StartBufferIO``/``WaitIO``). Completion times are known
+  when a read is issued; a read completes when virtual time reaches that time and somebody looks
+  (``poll``), which makes its buffers valid, leaves them invalid with an error, or (for a short
+  read) leaves the undelivered tail to be read again.
+
+Per-backend state (private reference counts, statistics) and the read functions themselves live
+in ``bufmgr.Backend``. Buffer numbers are 0-based slot numbers; ``INVALID_BUFFER`` is -1
+(PostgreSQL's ``Buffer`` is slot + 1 with 0 invalid).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from ..clock import VirtualClock
+from ..errors import ChecksumFailure, ModelUsageError, NoUnpinnedBuffers, PgError
+from ..settings import Settings
+from ..storage.relation import FORK_NAMES, ForkNumber, Relation
+from ..storage.smgr import ReadOutcome, Storage
+from .strategy import BAS_BULKREAD, BufferAccessStrategy
+
+if TYPE_CHECKING:
+    from .bufmgr import Backend
+
+__all__ = [
+    "BufferPool",
+    "InflightIO",
+    "INVALID_BUFFER",
+    "BM_VALID",
+    "BM_DIRTY",
+    "BM_IO_ERROR",
+    "BM_ZEROED",
+    "BM_MAX_USAGE_COUNT",
+]
+
+INVALID_BUFFER = -1
+BM_VALID = 1
+BM_DIRTY = 2
+BM_IO_ERROR = 4
+BM_ZEROED = 8
+BM_MAX_USAGE_COUNT = 5
+
+
+class InflightIO:
+    """One physical read in flight (a ``PgAioHandle`` with its buffers)."""
+
+    __slots__ = (
+        "owner",
+        "rel",
+        "fork",
+        "start",
+        "nblocks",
+        "bufs",
+        "context",
+        "submit_us",
+        "complete_at",
+        "outcome",
+        "done",
+        "error",
+        "synchronous",
+        "zero_on_error",
+        "ignore_checksum",
+        "seq",
+        "record",
+    )
+
+    def __init__(
+        self,
+        owner: int,
+        rel: Relation,
+        fork: ForkNumber,
+        start: int,
+        bufs: list[int],
+        context: str,
+        synchronous: bool,
+        zero_on_error: bool,
+        ignore_checksum: bool,
+    ) -> None:
+        self.owner = owner
+        self.rel = rel
+        self.fork = fork
+        self.start = start
+        self.nblocks = len(bufs)
+        self.bufs = bufs
+        self.context = context
+        self.submit_us = 0
+        self.complete_at = 0
+        self.outcome: ReadOutcome | None = None
+        self.done = False
+        self.error: PgError | None = None
+        self.synchronous = synchronous
+        self.zero_on_error = zero_on_error
+        self.ignore_checksum = ignore_checksum
+        self.seq = 0
+        self.record: Any = None
+
+    @property
+    def ok_blocks(self) -> int:
+        out = self.outcome
+        return 0 if out is None else out.ok_blocks
+
+    def __repr__(self) -> str:
+        return (
+            f"InflightIO({self.rel.name} {FORK_NAMES[self.fork]} [{self.start}..{self.start + self.nblocks - 1}]"
+            f" complete_at={self.complete_at} done={self.done})"
+        )
+
+
+class BufferPool:
+    """Shared buffers of one instance (``BufferDescriptors``, ``SharedBufHash``, ``StrategyControl``)."""
+
+    def __init__(
+        self, settings: Settings, clock: VirtualClock, storage: Storage
+    ) -> None:
+        n = settings.nbuffers
+        self.settings = settings
+        self.clock = clock
+        self.storage = storage
+        self.nbuffers = n
+        self.tag: list[int] = [-1] * n
+        self.flags = bytearray(n)
+        self.refcount: list[int] = [0] * n
+        self.usage: list[int] = [0] * n
+        self.page_lsn: list[int] = [0] * n
+        self.buf_io: list[InflightIO | None] = [None] * n
+        self.mapping: dict[int, int] = {}
+        self.freelist: deque[int] = deque(range(n))
+        self.in_freelist = bytearray(b"\x01" * n)
+        self.next_victim = 0
+        self.complete_passes = 0
+        self.num_allocs = 0
+        self.pin_limit = settings.pin_limit  # MaxProportionalPins
+        self._completions: list[tuple[int, int, InflightIO]] = []
+        self._io_seq = itertools.count(1)
+        # WAL position model for StrategyRejectBuffer / XLogNeedsFlush.
+        self.wal_insert_lsn = 0
+        self.wal_flushed_lsn = 0
+        self.backends: list[Backend] = []
+        self.foreign_reads = 0
+
+    # ------------------------------------------------------------------------------ in-flight I/O
+    def register_io(self, ioh: InflightIO) -> None:
+        """Mark ``ioh``'s buffers I/O-in-progress and pinned by the I/O (``buffer_stage_common``)."""
+        buf_io = self.buf_io
+        refcount = self.refcount
+        for b in ioh.bufs:
+            buf_io[b] = ioh
+            refcount[b] += 1
+        ioh.seq = next(self._io_seq)
+
+    def schedule_completion(self, ioh: InflightIO) -> None:
+        heapq.heappush(self._completions, (ioh.complete_at, ioh.seq, ioh))
+
+    def poll(self) -> None:
+        """Complete every in-flight read whose completion time has been reached."""
+        comps = self._completions
+        now = self.clock.now
+        while comps and comps[0][0] <= now:
+            _, _, ioh = heapq.heappop(comps)
+            if not ioh.done:
+                self.complete_io(ioh)
+
+    def complete_io(self, ioh: InflightIO) -> None:
+        """Terminate the I/O: valid / error / short-read tail, and drop the I/O's pins."""
+        out = ioh.outcome
+        if out is None:
+            raise ModelUsageError(f"{ioh!r} completed before it was issued")
+        buf_io = self.buf_io
+        flags = self.flags
+        refcount = self.refcount
+        ok = out.ok_blocks
+        corrupt = out.corrupt
+        error = out.error
+        for i, b in enumerate(ioh.bufs):
+            buf_io[b] = None
+            refcount[b] -= 1
+            if i < ok:
+                if corrupt and (ioh.start + i) in corrupt:
+                    if ioh.zero_on_error:
+                        flags[b] = (flags[b] | BM_VALID | BM_ZEROED) & ~BM_IO_ERROR
+                    elif ioh.ignore_checksum:
+                        flags[b] = (flags[b] | BM_VALID) & ~BM_IO_ERROR
+                    else:
+                        flags[b] = (flags[b] & ~BM_VALID) | BM_IO_ERROR
+                        if error is None:
+                            error = ChecksumFailure(
+                                ioh.rel.name, FORK_NAMES[ioh.fork], ioh.start + i
+                            )
+                else:
+                    flags[b] = (flags[b] | BM_VALID) & ~BM_IO_ERROR
+            elif error is not None:
+                flags[b] = (flags[b] & ~BM_VALID) | BM_IO_ERROR
+        ioh.error = error
+        ioh.done = True
+        rec = ioh.record
+        if rec is not None and error is not None:
+            rec.error = type(error).__name__
+
+    def wait_io(self, ioh: InflightIO) -> None:
+        """Block until ``ioh`` has completed (``WaitIO`` / ``pgaio_wref_wait``)."""
+        if not ioh.done:
+            self.clock.wait_until(ioh.complete_at)
+            self.poll()
+            if (
+                not ioh.done
+            ):  # completion time reached but not yet polled by the heap order
+                self.complete_io(ioh)
+
+    # ------------------------------------------------------------------------------ victims
+    def strategy_get_buffer(
+        self, strategy: BufferAccessStrategy | None
+    ) -> tuple[int, bool]:
+        """``StrategyGetBuffer``: (buffer, came_from_ring)."""
+        refcount = self.refcount
+        usage = self.usage
+        if strategy is not None:
+            cur = strategy.current + 1
+            if cur >= strategy.nbuffers:
+                cur = 0
+            strategy.current = cur
+            b = strategy.buffers[cur]
+            if b >= 0 and refcount[b] == 0 and usage[b] <= 1:
+                return b, True
+        self.num_allocs += 1
+        freelist = self.freelist
+        while freelist:
+            b = freelist.popleft()
+            self.in_freelist[b] = 0
+            if refcount[b] == 0 and usage[b] == 0:
+                if strategy is not None:
+                    strategy.buffers[strategy.current] = b
+                return b, False
+        n = self.nbuffers
+        trycounter = n
+        while True:
+            b = self.next_victim
+            nb = b + 1
+            if nb >= n:
+                nb = 0
+                self.complete_passes += 1
+            self.next_victim = nb
+            if refcount[b] == 0:
+                u = usage[b]
+                if u:
+                    usage[b] = u - 1
+                    trycounter = n
+                else:
+                    if strategy is not None:
+                        strategy.buffers[strategy.current] = b
+                    return b, False
+            else:
+                trycounter -= 1
+                if trycounter == 0:
+                    raise NoUnpinnedBuffers()
+
+    def strategy_reject_buffer(
+        self, strategy: BufferAccessStrategy, buf: int, from_ring: bool
+    ) -> bool:
+        """``StrategyRejectBuffer``: BULKREAD drops a dirty ring buffer that needs a WAL flush."""
+        if strategy.btype is not BAS_BULKREAD:
+            return False
+        if not from_ring or strategy.buffers[strategy.current] != buf:
+            return False
+        strategy.buffers[strategy.current] = INVALID_BUFFER
+        return True
+
+    def strategy_free_buffer(self, buf: int) -> None:
+        """``StrategyFreeBuffer``: put a buffer at the head of the free list."""
+        if not self.in_freelist[buf]:
+            self.in_freelist[buf] = 1
+            self.freelist.appendleft(buf)
+
+    def xlog_needs_flush(self, lsn: int) -> bool:
+        return lsn > self.wal_flushed_lsn
+
+    # ------------------------------------------------------------------------------ maintenance
+    def invalidate_buffer(self, buf: int) -> None:
+        """``InvalidateBuffer``: forget a slot's page and return it to the free list."""
+        if self.refcount[buf]:
+            raise ModelUsageError(f"cannot invalidate buffer {buf}: it is pinned")
+        t = self.tag[buf]
+        if t >= 0:
+            del self.mapping[t]
+        self.tag[buf] = -1
+        self.flags[buf] = 0
+        self.usage[buf] = 0
+        self.strategy_free_buffer(buf)
+
+    def drop_relation_buffers(
+        self, rel: Relation, fork: ForkNumber | None = None, first_block: int = 0
+    ) -> int:
+        """``DropRelationBuffers``: drop every page of ``rel`` (a fork, from a block on)."""
+        forks = [fork] if fork is not None else list(ForkNumber)
+        dropped = 0
+        for f in forks:
+            base = rel.tag_base(f)
+            for t, b in list(self.mapping.items()):
+                if base <= t < base + (1 << 32) and t - base >= first_block:
+                    self.poll()
+                    if self.buf_io[b] is not None:
+                        self.wait_io(self.buf_io[b])  # type: ignore[arg-type]
+                    self.invalidate_buffer(b)
+                    dropped += 1
+        return dropped
+
+    def evict_relation(self, rel: Relation) -> tuple[int, int]:
+        """``pg_buffercache_evict_relation``: (evicted, skipped) for unpinned valid buffers.
+
+        Buffers that are mapped but not valid (a staged read never executed) are skipped, as the
+        server does. Dirty buffers are written first.
+        """
+        self.poll()
+        evicted = skipped = 0
+        lo = rel.tag_base(ForkNumber.MAIN)
+        hi = rel.tag_base(ForkNumber.INIT) + (1 << 32)
+        for t, b in list(self.mapping.items()):
+            if not (lo <= t < hi):
+                continue
+            if self.refcount[b] or not (self.flags[b] & BM_VALID):
+                skipped += 1
+                continue
+            if self.flags[b] & BM_DIRTY:
+                _, fork, block = Relation.split_tag(t)
+                self.storage.write(rel, fork, block, self.clock.now)
+                self.flags[b] &= ~BM_DIRTY
+            t2 = self.tag[b]
+            del self.mapping[t2]
+            self.tag[b] = -1
+            self.flags[b] = 0
+            self.usage[b] = 0
+            evicted += 1
+        return evicted, skipped
+
+    def evict_all(self) -> int:
+        """Evict every unpinned valid buffer (a cold start between runs)."""
+        n = 0
+        for rel in self.storage.relations():
+            n += self.evict_relation(rel)[0]
+        return n
+
+    # ------------------------------------------------------------------------------ queries
+    def lookup(self, rel: Relation, fork: ForkNumber, block: int) -> int:
+        """The slot holding a block, or ``INVALID_BUFFER`` (no pin, like ``BufTableLookup``)."""
+        return self.mapping.get(rel.tag(fork, block), INVALID_BUFFER)
+
+    def is_valid(self, buf: int) -> bool:
+        self.poll()
+        return bool(self.flags[buf] & BM_VALID)
+
+    def resident_blocks(
+        self, rel: Relation, fork: ForkNumber = ForkNumber.MAIN
+    ) -> set[int]:
+        """Valid pages of a relation fork in the pool (what ``pg_buffercache`` shows)."""
+        self.poll()
+        base = rel.tag_base(fork)
+        flags = self.flags
+        return {
+            t - base
+            for t, b in self.mapping.items()
+            if base <= t < base + (1 << 32) and flags[b] & BM_VALID
+        }
+
+    def mapped_invalid_blocks(
+        self, rel: Relation, fork: ForkNumber = ForkNumber.MAIN
+    ) -> set[int]:
+        """Pages mapped to a slot but not valid (staged reads never executed, failed reads)."""
+        self.poll()
+        base = rel.tag_base(fork)
+        flags = self.flags
+        return {
+            t - base
+            for t, b in self.mapping.items()
+            if base <= t < base + (1 << 32)
+            and not flags[b] & BM_VALID
+            and self.buf_io[b] is None
+        }
+
+    def pinned_buffers(self) -> dict[int, int]:
+        """Buffers with a non-zero shared pin count (``pinning_backends`` > 0)."""
+        return {b: c for b, c in enumerate(self.refcount) if c}
+
+    def buffer_state(self, buf: int) -> dict[str, Any]:
+        t = self.tag[buf]
+        relid, fork, block = Relation.split_tag(t) if t >= 0 else (None, None, None)
+        return {
+            "buffer": buf,
+            "relid": relid,
+            "fork": None if fork is None else FORK_NAMES[fork],
+            "block": block,
+            "valid": bool(self.flags[buf] & BM_VALID),
+            "dirty": bool(self.flags[buf] & BM_DIRTY),
+            "io_error": bool(self.flags[buf] & BM_IO_ERROR),
+            "usage": self.usage[buf],
+            "pins": self.refcount[buf],
+            "io_in_progress": self.buf_io[buf] is not None,
+        }
+
+    def ios_in_flight(self) -> int:
+        return sum(1 for _, _, ioh in self._completions if not ioh.done)

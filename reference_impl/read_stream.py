@@ -1,0 +1,677 @@
+"""ReadStream: PostgreSQL 18's look-ahead reader (``src/backend/storage/aio/read_stream.c``).
+
+A stream turns the block numbers a *callback* produces into pinned buffers handed to a
+*consumer*, in exactly the callback's order. Between the two it merges consecutive block numbers
+into reads of up to ``io_combine_limit`` blocks, starts those reads ahead of the consumer, and
+adapts how far ahead it runs:
+
+* ``distance`` is the look-ahead budget in blocks. It starts at 1 (or, with
+  ``READ_STREAM_FULL``, at one full combined read), doubles every time the consumer has to wait
+  for an I/O, and shrinks by one every time a read turned out to need no I/O (a hit at its head).
+  So a cached scan keeps one block of look-ahead and a cold one quickly runs far ahead.
+* The stream never holds more than ``max_pinned_buffers`` pins, computed once at creation from
+  ``(max_ios + 1) × io_combine_limit``, the strategy's pin cap and the backend's fair share of the
+  pool; and before each read it asks the buffer manager how many more pins the backend may take
+  (``GetAdditionalPinLimit``), cutting the read and the distance when the budget is short.
+* Reads are formed lazily. A run of consecutive blocks (the *pending read*) is started only when
+  it reaches ``io_combine_limit``, when a non-consecutive block arrives, when the callback ends,
+  or when nothing is pinned and it has reached the distance; otherwise it waits for the consumer
+  to free room so that it can grow into one larger read.
+
+The queue is a circular array of ``max_pinned_buffers + 1`` buffer slots (one spare keeps the
+per-buffer data of the buffer last returned intact), plus ``io_combine_limit - 1`` overflow slots
+so that one read never wraps. In-progress reads sit in a second circular queue of ``max_ios``
+entries; the consumer waits for a read only when it reaches that read's first buffer::
+
+      buffers (callback order)          ios (started, not yet waited for)
+      +----+                            +--------+
+      | 10 | <- oldest (next returned)  | 42..44 | <- oldest io
+      | 42 | <-+                        | 60..60 |
+      | 43 |   |  one I/O               +--------+
+      | 44 |   |
+      | 60 | <-+ (another I/O)
+      |    | <- next (where the next started read lands)
+
+``ReadStream`` below is the PostgreSQL 18 algorithm, step for step, including the all-cached fast
+path, forwarded buffers after a split read, the one-block "unget" when a read could not be
+started, read-ahead advice under ``io_method=sync``, and PostgreSQL 18's ``reset``, which still
+reads a pending read while draining. It adds the seed thread's ``set_strategy`` (reviewed v3
+semantics). ``read_stream_master.py`` holds the v19 development variant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .buffers.bufmgr import (
+    READ_BUFFERS_ISSUE_ADVICE,
+    READ_BUFFERS_SYNCHRONOUSLY,
+    Backend,
+    ReadBuffersOperation,
+)
+from .buffers.pool import INVALID_BUFFER
+from .buffers.strategy import BufferAccessStrategy, get_access_strategy_pin_limit
+from .errors import InvariantViolation, ModelUsageError
+from .storage.relation import RELSEG_SIZE, ForkNumber, InvalidBlockNumber, Relation
+
+__all__ = [
+    "ReadStream",
+    "ReadStreamStats",
+    "READ_STREAM_DEFAULT",
+    "READ_STREAM_MAINTENANCE",
+    "READ_STREAM_SEQUENTIAL",
+    "READ_STREAM_FULL",
+    "READ_STREAM_USE_BATCHING",
+    "BlockRangeReadStreamPrivate",
+    "block_range_read_stream_cb",
+    "Callback",
+]
+
+READ_STREAM_DEFAULT = 0x00
+READ_STREAM_MAINTENANCE = 0x01
+READ_STREAM_SEQUENTIAL = 0x02
+READ_STREAM_FULL = 0x04
+READ_STREAM_USE_BATCHING = 0x08
+_ALL_FLAGS = 0x0F
+_INT16_MAX = 32767
+
+Callback = Callable[[Any, Any], Any]
+"""``callback(stream, private)`` → a block number or ``InvalidBlockNumber``; when the stream has
+per-buffer data, a tuple ``(block, data)`` or ``InvalidBlockNumber``."""
+
+
+class BlockRangeReadStreamPrivate:
+    """``BlockRangeReadStreamPrivate``: blocks ``current_blocknum .. last_exclusive - 1``."""
+
+    __slots__ = ("current_blocknum", "last_exclusive")
+
+    def __init__(self, current_blocknum: int, last_exclusive: int) -> None:
+        self.current_blocknum = current_blocknum
+        self.last_exclusive = last_exclusive
+
+    def __repr__(self) -> str:
+        return f"BlockRange({self.current_blocknum}..{self.last_exclusive})"
+
+
+def block_range_read_stream_cb(
+    stream: Any, private: BlockRangeReadStreamPrivate
+) -> int:
+    """``block_range_read_stream_cb``: the range, then ``InvalidBlockNumber`` for ever.
+
+    The end is the ``last_exclusive`` fixed when the private state was made (a relation that
+    grows meanwhile is not read further).
+    """
+    b = private.current_blocknum
+    if b < private.last_exclusive:
+        private.current_blocknum = b + 1
+        return b
+    return InvalidBlockNumber
+
+
+@dataclass
+class ReadStreamStats:
+    """Per-stream statistics (reads it started, hits, waits, distance, pins)."""
+
+    ios_started: int = 0
+    blocks_read: int = 0
+    hits: int = 0
+    waits: int = 0
+    wait_us: int = 0
+    buffers_returned: int = 0
+    max_pinned: int = 0
+    distance_max: int = 0
+    capacity: int = 0
+    fast_path_returns: int = 0
+    distance_history: list[tuple[int, int]] | None = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "distance_history"}
+        d["distance_changes"] = (
+            None if self.distance_history is None else len(self.distance_history)
+        )
+        return d
+
+
+class ReadStream:
+    """PostgreSQL 18's ``ReadStream`` (``read_stream.c``) over one fork of one relation.
+
+    ``backend`` is the harness's buffer manager (a :class:`~reference_impl.buffers.bufmgr.Backend`).
+    ``callback(stream, private)`` produces block numbers (see :data:`Callback`).
+    """
+
+    version = "18"
+
+    def __init__(
+        self,
+        backend: Backend,
+        rel: Relation,
+        callback: Callback,
+        private: Any = None,
+        *,
+        fork: ForkNumber = ForkNumber.MAIN,
+        flags: int = READ_STREAM_DEFAULT,
+        strategy: BufferAccessStrategy | None = None,
+        per_buffer_data: bool = False,
+        debug: bool | None = None,
+    ) -> None:
+        if not isinstance(flags, int) or flags & ~_ALL_FLAGS:
+            raise ModelUsageError(
+                f"read stream flags {flags!r} are invalid: allowed a combination of 0x0f"
+            )
+        if rel.persistence == "t":
+            raise ModelUsageError(
+                f"relation {rel.name!r} is temporary: local buffers are not modelled"
+            )
+        if strategy is not None and strategy.freed:
+            raise ModelUsageError(
+                f"cannot begin a stream with freed strategy {strategy!r}"
+            )
+        settings = backend.settings
+        self.backend = backend
+        self.rel = rel
+        self.fork = fork
+        self.callback = callback
+        self.private = private
+        self.flags = flags
+        self.strategy = strategy
+        self.per_buffer_data = per_buffer_data
+        self.debug = backend.instance.debug if debug is None else debug
+
+        # --- read_stream_begin_impl -------------------------------------------------------
+        if rel.is_catalog:
+            max_ios = settings.effective_io_concurrency
+        elif flags & READ_STREAM_MAINTENANCE:
+            max_ios = (
+                rel.tablespace_mic
+                if rel.tablespace_mic is not None
+                else settings.maintenance_io_concurrency
+            )
+        else:
+            max_ios = (
+                rel.tablespace_eic
+                if rel.tablespace_eic is not None
+                else settings.effective_io_concurrency
+            )
+        max_ios = min(max_ios, _INT16_MAX)
+        icl = settings.effective_io_combine_limit
+        queue_overflow = icl - 1
+        max_pinned = (max_ios + 1) * icl
+        max_pinned = min(max_pinned, _INT16_MAX - queue_overflow - 1)
+        max_pinned = min(
+            get_access_strategy_pin_limit(strategy, settings.nbuffers), max_pinned
+        )
+        max_pinned = min(max_pinned, backend.get_pin_limit())
+        max_pinned = max(1, max_pinned)
+        self.queue_size = max_pinned + 1
+        self.max_pinned_buffers = max_pinned
+        self.io_combine_limit = icl
+        self.sync_mode = backend.io_method.name == "sync"
+        self.batch_mode = bool(flags & READ_STREAM_USE_BATCHING)
+        self.advice_enabled = (
+            self.sync_mode
+            and not backend.storage.direct_io
+            and not flags & READ_STREAM_SEQUENTIAL
+            and max_ios > 0
+        )
+        self.read_buffers_flags = 0
+        if max_ios == 0:
+            max_ios = 1
+            self.read_buffers_flags = READ_BUFFERS_SYNCHRONOUSLY
+        self.max_ios = max_ios
+        self.buffers: list[int] = [INVALID_BUFFER] * (self.queue_size + queue_overflow)
+        self._pbd: list[Any] | None = (
+            [None] * self.queue_size if per_buffer_data else None
+        )
+        self.ios: list[ReadBuffersOperation] = [
+            ReadBuffersOperation(rel, fork, strategy) for _ in range(max_ios)
+        ]
+        self.io_buffer_index: list[int] = [0] * max_ios
+        self.oldest_io_index = 0
+        self.next_io_index = 0
+        self.ios_in_progress = 0
+        self.pinned_buffers = 0
+        self.forwarded_buffers = 0
+        self.buffered_blocknum = InvalidBlockNumber
+        self.seq_blocknum = InvalidBlockNumber
+        self.seq_until_processed = InvalidBlockNumber
+        self.pending_read_blocknum = InvalidBlockNumber
+        self.pending_read_nblocks = 0
+        self.oldest_buffer_index = 0
+        self.next_buffer_index = 0
+        self.fast_path = False
+        self.distance = min(max_pinned, icl) if flags & READ_STREAM_FULL else 1
+        self.ended = False
+        self.callback_ended = False
+        self.last_data: Any = None
+        record = backend.stats.read_log is not None
+        self.stats = ReadStreamStats(
+            capacity=max_pinned, distance_history=[] if record else None
+        )
+        self._note_distance()
+
+    # ------------------------------------------------------------------------------ helpers
+    def _note_distance(self) -> None:
+        st = self.stats
+        d = self.distance
+        if d > st.distance_max:
+            st.distance_max = d
+        hist = st.distance_history
+        if hist is not None and (not hist or hist[-1][1] != d):
+            hist.append((self.backend.clock.now, d))
+
+    def _get_block(self, slot: int) -> int:
+        """``read_stream_get_block``: the buffered (ungot) block first, else the callback."""
+        blocknum = self.buffered_blocknum
+        if blocknum != InvalidBlockNumber:
+            self.buffered_blocknum = InvalidBlockNumber
+            return blocknum
+        if self.callback_ended and self.debug:
+            raise InvariantViolation(
+                "the callback was called again after it returned InvalidBlockNumber"
+            )
+        result = self.callback(self, self.private)
+        if self._pbd is not None:
+            if result == InvalidBlockNumber:
+                blocknum = InvalidBlockNumber
+            else:
+                blocknum, data = result
+                if slot >= 0:
+                    self._pbd[slot] = data
+        else:
+            blocknum = result
+        if blocknum == InvalidBlockNumber:
+            self.callback_ended = True
+        elif not isinstance(blocknum, int) or blocknum < 0 or blocknum > 0xFFFFFFFE:
+            raise ModelUsageError(
+                f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
+            )
+        return blocknum
+
+    def _unget_block(self, blocknum: int) -> None:
+        """``read_stream_unget_block``."""
+        if self.buffered_blocknum != InvalidBlockNumber:
+            raise InvariantViolation("ungot a second block")
+        self.buffered_blocknum = blocknum
+
+    # ------------------------------------------------------------------------------ start a read
+    def _start_pending_read(self) -> bool:
+        """``read_stream_start_pending_read``: start as much of the pending read as allowed."""
+        pending_n = self.pending_read_nblocks
+        if self.debug:
+            if not 0 < pending_n <= self.io_combine_limit:
+                raise InvariantViolation(
+                    f"pending read of {pending_n} blocks (icl {self.io_combine_limit})"
+                )
+            if self.pinned_buffers + pending_n > self.max_pinned_buffers:
+                raise InvariantViolation(
+                    f"starting a read would pin {self.pinned_buffers + pending_n} buffers, "
+                    f"above max_pinned_buffers {self.max_pinned_buffers}"
+                )
+        flags = self.read_buffers_flags
+        if self.advice_enabled:
+            if self.pending_read_blocknum == self.seq_blocknum:
+                if self.seq_until_processed != InvalidBlockNumber:
+                    flags |= READ_BUFFERS_ISSUE_ADVICE
+            else:
+                self.seq_until_processed = self.pending_read_blocknum
+                if self.pinned_buffers > 0:
+                    flags |= READ_BUFFERS_ISSUE_ADVICE
+
+        buffer_limit = min(self.backend.get_additional_pin_limit(), _INT16_MAX)
+        buffer_limit = min(buffer_limit + self.forwarded_buffers, _INT16_MAX)
+        if buffer_limit == 0 and self.pinned_buffers == 0:
+            buffer_limit = 1
+        nblocks = pending_n
+        if buffer_limit < nblocks:
+            new_distance = self.pinned_buffers + buffer_limit
+            if self.distance > new_distance:
+                self.distance = new_distance
+                self._note_distance()
+            if self.pinned_buffers > 0:
+                return False
+            nblocks = buffer_limit
+
+        buffer_index = self.next_buffer_index
+        io_index = self.next_io_index
+        requested = nblocks
+        op = self.ios[io_index]
+        nblocks, need_wait = self.backend.start_read_buffers(
+            op, self.buffers, buffer_index, self.pending_read_blocknum, nblocks, flags
+        )
+        self.pinned_buffers += nblocks
+        st = self.stats
+        if not need_wait:
+            st.hits += 1
+            if self.distance > 1:
+                self.distance -= 1
+                self._note_distance()
+        else:
+            st.ios_started += 1
+            st.blocks_read += nblocks
+            self.io_buffer_index[io_index] = buffer_index
+            self.next_io_index = io_index + 1
+            if self.next_io_index == self.max_ios:
+                self.next_io_index = 0
+            self.ios_in_progress += 1
+            self.seq_blocknum = self.pending_read_blocknum + nblocks
+            if self.debug:
+                if self.ios_in_progress > self.max_ios:
+                    raise InvariantViolation(
+                        f"{self.ios_in_progress} I/Os in progress, above max_ios {self.max_ios}"
+                    )
+                first = self.pending_read_blocknum
+                if (
+                    nblocks > self.io_combine_limit
+                    or first // RELSEG_SIZE != (first + nblocks - 1) // RELSEG_SIZE
+                ):
+                    raise InvariantViolation(
+                        f"read [{first}..{first + nblocks - 1}] exceeds io_combine_limit or a segment"
+                    )
+
+        forwarded = 0
+        buffers = self.buffers
+        while (
+            nblocks + forwarded < requested
+            and buffers[buffer_index + nblocks + forwarded] != INVALID_BUFFER
+        ):
+            forwarded += 1
+        self.forwarded_buffers = forwarded
+
+        overflow = buffer_index + nblocks + forwarded - self.queue_size
+        if overflow > 0:
+            qs = self.queue_size
+            buffers[0:overflow] = buffers[qs : qs + overflow]
+
+        buffer_index += nblocks
+        if buffer_index >= self.queue_size:
+            buffer_index -= self.queue_size
+        self.next_buffer_index = buffer_index
+        self.pending_read_blocknum += nblocks
+        self.pending_read_nblocks -= nblocks
+        held = self.pinned_buffers + self.forwarded_buffers
+        if held > st.max_pinned:
+            st.max_pinned = held
+        return True
+
+    # ------------------------------------------------------------------------------ look ahead
+    def _look_ahead(self) -> None:
+        """``read_stream_look_ahead``."""
+        icl = self.io_combine_limit
+        while (
+            self.ios_in_progress < self.max_ios
+            and self.pinned_buffers + self.pending_read_nblocks < self.distance
+        ):
+            if self.pending_read_nblocks == icl:
+                self._start_pending_read()
+                continue
+            buffer_index = self.next_buffer_index + self.pending_read_nblocks
+            if buffer_index >= self.queue_size:
+                buffer_index -= self.queue_size
+            blocknum = self._get_block(buffer_index)
+            if blocknum == InvalidBlockNumber:
+                self.distance = 0
+                self._note_distance()
+                break
+            if (
+                self.pending_read_nblocks > 0
+                and self.pending_read_blocknum + self.pending_read_nblocks == blocknum
+            ):
+                self.pending_read_nblocks += 1
+                continue
+            while self.pending_read_nblocks > 0:
+                if (
+                    not self._start_pending_read()
+                    or self.ios_in_progress == self.max_ios
+                ):
+                    self._unget_block(blocknum)
+                    return
+            self.pending_read_blocknum = blocknum
+            self.pending_read_nblocks = 1
+
+        pending_n = self.pending_read_nblocks
+        if (
+            pending_n > 0
+            and (
+                pending_n == icl
+                or (pending_n >= self.distance and self.pinned_buffers == 0)
+                or self.distance == 0
+            )
+            and self.ios_in_progress < self.max_ios
+        ):
+            self._start_pending_read()
+
+        if self.debug and not (self.pinned_buffers > 0 or self.distance == 0):
+            raise InvariantViolation(
+                "look-ahead left nothing pinned before the end of the stream"
+            )
+
+    # ------------------------------------------------------------------------------ consumer API
+    def next_buffer(self) -> int:
+        """``read_stream_next_buffer``: the next pinned buffer, or ``INVALID_BUFFER`` at the end.
+
+        The caller owns the returned pin and must release it (``backend.release_buffer``).
+        With per-buffer data, the data of this buffer is in :attr:`last_data`.
+        """
+        if self.ended:
+            raise ModelUsageError("next_buffer() on a stream that was ended")
+        buf = self._next_buffer()
+        if self.debug:
+            self._check_invariants()
+        return buf
+
+    def next_buffer_with_data(self) -> tuple[int, Any]:
+        """``read_stream_next_buffer`` with ``per_buffer_data``: (buffer, data)."""
+        buf = self.next_buffer()
+        return buf, self.last_data
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        while True:
+            buf = self.next_buffer()
+            if buf == INVALID_BUFFER:
+                return
+            yield buf
+
+    def _next_buffer(self) -> int:
+        backend = self.backend
+        buffers = self.buffers
+        if self.fast_path:
+            oldest = self.oldest_buffer_index
+            buf = buffers[oldest]
+            next_blocknum = self._get_block(-1)
+            if next_blocknum != InvalidBlockNumber:
+                flags = self.read_buffers_flags
+                if self.advice_enabled:
+                    flags |= READ_BUFFERS_ISSUE_ADVICE
+                op = self.ios[0]
+                slot = [INVALID_BUFFER]
+                _, need_wait = backend.start_read_buffers(
+                    op, slot, 0, next_blocknum, 1, flags, allow_forwarding=False
+                )
+                buffers[oldest] = slot[0]
+                self.stats.buffers_returned += 1
+                self.stats.fast_path_returns += 1
+                if not need_wait:
+                    self.stats.hits += 1
+                    return buf
+                # The next call must wait for this one-block read.
+                self.stats.ios_started += 1
+                self.stats.blocks_read += 1
+                self.oldest_io_index = 0
+                self.next_io_index = 1 if self.max_ios > 1 else 0
+                self.ios_in_progress = 1
+                self.io_buffer_index[0] = oldest
+                self.seq_blocknum = next_blocknum + 1
+            else:
+                self.distance = 0
+                self._note_distance()
+                self.oldest_buffer_index = self.next_buffer_index
+                self.pinned_buffers = 0
+                buffers[oldest] = INVALID_BUFFER
+                self.stats.buffers_returned += 1
+                self.stats.fast_path_returns += 1
+            self.fast_path = False
+            return buf
+
+        if self.pinned_buffers == 0:
+            if self.distance == 0:
+                return INVALID_BUFFER
+            self._look_ahead()
+            if self.pinned_buffers == 0:
+                return INVALID_BUFFER
+
+        oldest = self.oldest_buffer_index
+        buf = buffers[oldest]
+        if self._pbd is not None:
+            self.last_data = self._pbd[oldest]
+        if buf == INVALID_BUFFER:
+            raise InvariantViolation(
+                f"queue slot {oldest} holds no buffer although {self.pinned_buffers} are pinned"
+            )
+
+        if (
+            self.ios_in_progress > 0
+            and self.io_buffer_index[self.oldest_io_index] == oldest
+        ):
+            io_index = self.oldest_io_index
+            st = self.stats
+            t0 = backend.clock.now
+            backend.wait_read_buffers(self.ios[io_index])
+            st.waits += 1
+            st.wait_us += backend.clock.now - t0
+            self.ios_in_progress -= 1
+            self.oldest_io_index = io_index + 1
+            if self.oldest_io_index == self.max_ios:
+                self.oldest_io_index = 0
+            d = self.distance * 2
+            if d > self.max_pinned_buffers:
+                d = self.max_pinned_buffers
+            self.distance = d
+            self._note_distance()
+            if (
+                self.advice_enabled
+                and self.ios[io_index].blocknum == self.seq_until_processed
+            ):
+                self.seq_until_processed = InvalidBlockNumber
+
+        buffers[oldest] = INVALID_BUFFER
+        if oldest < self.io_combine_limit - 1:
+            buffers[self.queue_size + oldest] = INVALID_BUFFER
+        self.pinned_buffers -= 1
+        oldest += 1
+        if oldest == self.queue_size:
+            oldest = 0
+        self.oldest_buffer_index = oldest
+        self.stats.buffers_returned += 1
+
+        self._look_ahead()
+
+        if (
+            self.ios_in_progress == 0
+            and self.forwarded_buffers == 0
+            and self.pinned_buffers == 1
+            and self.distance == 1
+            and self.pending_read_nblocks == 0
+            and self._pbd is None
+        ):
+            if oldest < self.io_combine_limit - 1:
+                buffers[self.queue_size + oldest] = INVALID_BUFFER
+            self.fast_path = True
+        return buf
+
+    def next_block(self) -> tuple[int, BufferAccessStrategy | None]:
+        """``read_stream_next_block``: take the next block number without reading it."""
+        return self._get_block(-1), self.ios[0].strategy
+
+    def reset(self) -> None:
+        """``read_stream_reset``: release everything not consumed; the stream can be reused.
+
+        PostgreSQL 18 drains by calling ``next_buffer`` with distance 0, which still *starts and
+        reads* a pending read (confirmed on an 18.6 server); the ungot block is dropped unread.
+        """
+        if self.ended:
+            raise ModelUsageError("reset() on a stream that was ended")
+        backend = self.backend
+        self.distance = 0
+        self._note_distance()
+        self.buffered_blocknum = InvalidBlockNumber
+        self.fast_path = False
+        while True:
+            buf = self._next_buffer()
+            if buf == INVALID_BUFFER:
+                break
+            backend.release_buffer(buf)
+        index = self.next_buffer_index
+        buffers = self.buffers
+        while self.forwarded_buffers > 0 and buffers[index] != INVALID_BUFFER:
+            self.forwarded_buffers -= 1
+            backend.release_buffer(buffers[index])
+            buffers[index] = INVALID_BUFFER
+            if index < self.io_combine_limit - 1:
+                buffers[self.queue_size + index] = INVALID_BUFFER
+            index += 1
+            if index == self.queue_size:
+                index = 0
+        if self.forwarded_buffers or self.pinned_buffers or self.ios_in_progress:
+            raise InvariantViolation(
+                f"reset left forwarded={self.forwarded_buffers} pinned={self.pinned_buffers} "
+                f"ios={self.ios_in_progress}"
+            )
+        self.distance = 1
+        self.callback_ended = False
+        self._note_distance()
+
+    def end(self) -> None:
+        """``read_stream_end``: reset, then the stream is gone."""
+        if self.ended:
+            raise ModelUsageError("end() called twice on a stream")
+        self.reset()
+        self.ended = True
+
+    def set_strategy(self, strategy: BufferAccessStrategy | None) -> None:
+        """``read_stream_set_strategy`` (seed thread, reviewed v3 semantics).
+
+        Only between scans (nothing pinned, no I/O, no pending read). The pin cap follows the new
+        strategy within the queue's capacity and is never below 1; the current distance is
+        clamped to it; the capacity statistic is left unchanged.
+        """
+        if self.ended:
+            raise ModelUsageError("set_strategy() on a stream that was ended")
+        if self.pinned_buffers or self.ios_in_progress or self.pending_read_nblocks:
+            raise ModelUsageError(
+                "set_strategy() needs an idle stream (reset it first): "
+                f"pinned={self.pinned_buffers} ios={self.ios_in_progress} pending={self.pending_read_nblocks}"
+            )
+        if strategy is not None and strategy.freed:
+            raise ModelUsageError(f"set_strategy() with freed strategy {strategy!r}")
+        limit = get_access_strategy_pin_limit(strategy, self.backend.settings.nbuffers)
+        self.max_pinned_buffers = max(1, min(self.queue_size - 1, limit))
+        if self.distance > self.max_pinned_buffers:
+            self.distance = self.max_pinned_buffers
+            self._note_distance()
+        self.strategy = strategy
+        for op in self.ios:
+            op.set_strategy(strategy)
+
+    # ------------------------------------------------------------------------------ debug checks
+    def _check_invariants(self) -> None:
+        mp = self.max_pinned_buffers
+        if mp < 1:
+            raise InvariantViolation(f"max_pinned_buffers is {mp} (must be >= 1)")
+        if not 0 <= self.distance <= mp:
+            raise InvariantViolation(f"distance {self.distance} outside 0..{mp}")
+        if self.pinned_buffers > mp:
+            raise InvariantViolation(
+                f"{self.pinned_buffers} buffers pinned, above max_pinned_buffers {mp}"
+            )
+        if self.ios_in_progress > self.max_ios:
+            raise InvariantViolation(
+                f"{self.ios_in_progress} I/Os in progress, above max_ios {self.max_ios}"
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"ReadStream({self.rel.name}, v{self.version}, distance={self.distance}, pinned={self.pinned_buffers}, "
+            f"max_pinned={self.max_pinned_buffers}, ios={self.ios_in_progress}/{self.max_ios})"
+        )
