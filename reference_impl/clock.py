@@ -36,9 +36,7 @@ class VirtualClock:
 
     def __init__(self, start_us: int = 0) -> None:
         if not isinstance(start_us, int) or start_us < 0:
-            raise ModelUsageError(
-                f"clock start {start_us!r} must be a non-negative integer (µs)"
-            )
+            raise ModelUsageError(f"clock start {start_us!r} must be a non-negative integer (µs)")
         self.now: int = start_us
         self._sim: Simulation | None = None
 
@@ -46,9 +44,7 @@ class VirtualClock:
         """Spend ``us`` microseconds (CPU work, a sleep); other processes may run meanwhile."""
         if us <= 0:
             if us < 0:
-                raise ModelUsageError(
-                    f"cannot advance the clock by {us} µs: time never goes back"
-                )
+                raise ModelUsageError(f"cannot advance the clock by {us} µs: time never goes back")
             return
         target = self.now + us
         if self._sim is None:
@@ -76,9 +72,7 @@ class VirtualClock:
 class SimProcess:
     """One simulated process (a backend); created by :meth:`Simulation.spawn`."""
 
-    def __init__(
-        self, sim: Simulation, name: str, fn: Callable[..., Any], args: tuple
-    ) -> None:
+    def __init__(self, sim: Simulation, name: str, fn: Callable[..., Any], args: tuple) -> None:
         self.sim = sim
         self.name = name
         self._fn = fn
@@ -88,17 +82,13 @@ class SimProcess:
         self.error: BaseException | None = None
         self.done = False
         self.finished_at: int | None = None
-        self._thread = threading.Thread(
-            target=self._main, name=f"sim:{name}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._main, name=f"sim:{name}", daemon=True)
 
     def _main(self) -> None:
         self._go.acquire()
         try:
             self.result = self._fn(*self._args)
-        except (
-            BaseException
-        ) as exc:  # re-raised by Simulation.run in the caller's thread
+        except BaseException as exc:  # re-raised by Simulation.run in the caller's thread
             self.error = exc
         finally:
             self.done = True
@@ -125,9 +115,7 @@ class Simulation:
         self._current: SimProcess | None = None
         self._running = False
 
-    def spawn(
-        self, fn: Callable[..., Any], *args: Any, name: str | None = None
-    ) -> SimProcess:
+    def spawn(self, fn: Callable[..., Any], *args: Any, name: str | None = None) -> SimProcess:
         if self._running:
             raise ModelUsageError("spawn() must be called before run()")
         proc = SimProcess(self, name or f"proc{len(self._procs)}", fn, args)
@@ -172,9 +160,7 @@ class Simulation:
             return
         me = self._current
         if me is None:
-            raise ModelUsageError(
-                "clock moved by a thread that is not a simulated process"
-            )
+            raise ModelUsageError("clock moved by a thread that is not a simulated process")
         heapq.heappush(heap, (t, next(self._seq), me))
         self._back.release()
         me._go.acquire()

@@ -38,14 +38,8 @@ class CpuCosts:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, (int, float))
-                or not (0 <= v <= 1e7)
-            ):
-                raise SettingError(
-                    f"cost {f.name} = {v!r} is out of range: allowed 0..10000000 µs"
-                )
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v <= 1e7):
+                raise SettingError(f"cost {f.name} = {v!r} is out of range: allowed 0..10000000 µs")
 
     def with_changes(self, **changes: float) -> CpuCosts:
         return replace(self, **changes)

@@ -73,9 +73,7 @@ class ChecksumFailure(PgError):
 
     def __init__(self, relation: str, fork: str, block: int) -> None:
         self.relation, self.fork, self.block = relation, fork, block
-        super().__init__(
-            f'invalid page in block {block} of relation "{relation}" fork {fork}'
-        )
+        super().__init__(f'invalid page in block {block} of relation "{relation}" fork {fork}')
 
 
 class ReadBeyondEOF(PgError):

@@ -60,12 +60,8 @@ class Instance:
         self.seed = seed
         self.clock = VirtualClock()
         self.costs = costs if costs is not None else CpuCosts()
-        self.device = (
-            device if isinstance(device, Device) else Device(device, seed=seed)
-        )
-        self.page_cache = PageCache(
-            self.device, capacity_blocks=page_cache_blocks, readahead_kb=readahead_kb
-        )
+        self.device = device if isinstance(device, Device) else Device(device, seed=seed)
+        self.page_cache = PageCache(self.device, capacity_blocks=page_cache_blocks, readahead_kb=readahead_kb)
         self.storage = Storage(
             self.device,
             direct_io=self.settings.io_direct_data,
@@ -81,9 +77,7 @@ class Instance:
         self.backends: list[Backend] = []
 
     # ------------------------------------------------------------------------------ backends
-    def backend(
-        self, name: str | None = None, *, record_reads: bool | None = None
-    ) -> Backend:
+    def backend(self, name: str | None = None, *, record_reads: bool | None = None) -> Backend:
         """Start a new backend (client connection) on this instance."""
         bid = len(self.backends) + 1
         be = Backend(
@@ -96,9 +90,7 @@ class Instance:
         self.pool.backends.append(be)
         return be
 
-    def simulate(
-        self, *procs: Callable[[], Any], names: list[str] | None = None
-    ) -> list[Any]:
+    def simulate(self, *procs: Callable[[], Any], names: list[str] | None = None) -> list[Any]:
         """Run each function as a concurrent process on the virtual clock; their results."""
         sim = Simulation(self.clock)
         for i, fn in enumerate(procs):
@@ -133,9 +125,7 @@ class Instance:
                 btype = BufferAccessStrategyType(btype)
             except ValueError:
                 allowed = ", ".join(t.value for t in BufferAccessStrategyType)
-                raise ModelUsageError(
-                    f"strategy {btype!r} is invalid: allowed {allowed}"
-                ) from None
+                raise ModelUsageError(f"strategy {btype!r} is invalid: allowed {allowed}") from None
         if ring_kb is None:
             return get_access_strategy(btype, self.settings)
         return get_access_strategy_with_size(btype, ring_kb, self.settings.nbuffers)
@@ -198,16 +188,10 @@ class Instance:
                 pool.flags[buf] = 0
                 pool.usage[buf] = 1
             bufs.append(buf)
-        ioh = InflightIO(
-            0, rel, fio.fork, fio.block, bufs, "normal", False, False, False
-        )
+        ioh = InflightIO(0, rel, fio.fork, fio.block, bufs, "normal", False, False, False)
         now = self.clock.now + fio.starts_at_us
         done = now + fio.duration_us
-        error = (
-            ReadIOError(rel.name, FORK_NAMES[fio.fork], fio.block, fio.nblocks)
-            if fio.fails
-            else None
-        )
+        error = ReadIOError(rel.name, FORK_NAMES[fio.fork], fio.block, fio.nblocks) if fio.fails else None
         ioh.outcome = ReadOutcome(done, 0 if fio.fails else fio.nblocks, error)
         ioh.submit_us = now
         ioh.complete_at = done

@@ -95,9 +95,7 @@ class BlockRangeReadStreamPrivate:
         return f"BlockRange({self.current_blocknum}..{self.last_exclusive})"
 
 
-def block_range_read_stream_cb(
-    stream: Any, private: BlockRangeReadStreamPrivate
-) -> int:
+def block_range_read_stream_cb(stream: Any, private: BlockRangeReadStreamPrivate) -> int:
     """``block_range_read_stream_cb``: the range, then ``InvalidBlockNumber`` for ever.
 
     The end is the ``last_exclusive`` fixed when the private state was made (a relation that
@@ -128,9 +126,7 @@ class ReadStreamStats:
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "distance_history"}
-        d["distance_changes"] = (
-            None if self.distance_history is None else len(self.distance_history)
-        )
+        d["distance_changes"] = None if self.distance_history is None else len(self.distance_history)
         return d
 
 
@@ -157,17 +153,11 @@ class ReadStream:
         debug: bool | None = None,
     ) -> None:
         if not isinstance(flags, int) or flags & ~_ALL_FLAGS:
-            raise ModelUsageError(
-                f"read stream flags {flags!r} are invalid: allowed a combination of 0x0f"
-            )
+            raise ModelUsageError(f"read stream flags {flags!r} are invalid: allowed a combination of 0x0f")
         if rel.persistence == "t":
-            raise ModelUsageError(
-                f"relation {rel.name!r} is temporary: local buffers are not modelled"
-            )
+            raise ModelUsageError(f"relation {rel.name!r} is temporary: local buffers are not modelled")
         if strategy is not None and strategy.freed:
-            raise ModelUsageError(
-                f"cannot begin a stream with freed strategy {strategy!r}"
-            )
+            raise ModelUsageError(f"cannot begin a stream with freed strategy {strategy!r}")
         settings = backend.settings
         self.backend = backend
         self.rel = rel
@@ -184,24 +174,18 @@ class ReadStream:
             max_ios = settings.effective_io_concurrency
         elif flags & READ_STREAM_MAINTENANCE:
             max_ios = (
-                rel.tablespace_mic
-                if rel.tablespace_mic is not None
-                else settings.maintenance_io_concurrency
+                rel.tablespace_mic if rel.tablespace_mic is not None else settings.maintenance_io_concurrency
             )
         else:
             max_ios = (
-                rel.tablespace_eic
-                if rel.tablespace_eic is not None
-                else settings.effective_io_concurrency
+                rel.tablespace_eic if rel.tablespace_eic is not None else settings.effective_io_concurrency
             )
         max_ios = min(max_ios, _INT16_MAX)
         icl = settings.effective_io_combine_limit
         queue_overflow = icl - 1
         max_pinned = (max_ios + 1) * icl
         max_pinned = min(max_pinned, _INT16_MAX - queue_overflow - 1)
-        max_pinned = min(
-            get_access_strategy_pin_limit(strategy, settings.nbuffers), max_pinned
-        )
+        max_pinned = min(get_access_strategy_pin_limit(strategy, settings.nbuffers), max_pinned)
         max_pinned = min(max_pinned, backend.get_pin_limit())
         max_pinned = max(1, max_pinned)
         self.queue_size = max_pinned + 1
@@ -221,9 +205,7 @@ class ReadStream:
             self.read_buffers_flags = READ_BUFFERS_SYNCHRONOUSLY
         self.max_ios = max_ios
         self.buffers: list[int] = [INVALID_BUFFER] * (self.queue_size + queue_overflow)
-        self._pbd: list[Any] | None = (
-            [None] * self.queue_size if per_buffer_data else None
-        )
+        self._pbd: list[Any] | None = [None] * self.queue_size if per_buffer_data else None
         self.ios: list[ReadBuffersOperation] = [
             ReadBuffersOperation(rel, fork, strategy) for _ in range(max_ios)
         ]
@@ -246,9 +228,7 @@ class ReadStream:
         self.callback_ended = False
         self.last_data: Any = None
         record = backend.stats.read_log is not None
-        self.stats = ReadStreamStats(
-            capacity=max_pinned, distance_history=[] if record else None
-        )
+        self.stats = ReadStreamStats(capacity=max_pinned, distance_history=[] if record else None)
         self._note_distance()
 
     # ------------------------------------------------------------------------------ helpers
@@ -268,9 +248,7 @@ class ReadStream:
             self.buffered_blocknum = InvalidBlockNumber
             return blocknum
         if self.callback_ended and self.debug:
-            raise InvariantViolation(
-                "the callback was called again after it returned InvalidBlockNumber"
-            )
+            raise InvariantViolation("the callback was called again after it returned InvalidBlockNumber")
         result = self.callback(self, self.private)
         if self._pbd is not None:
             if result == InvalidBlockNumber:
@@ -301,9 +279,7 @@ class ReadStream:
         pending_n = self.pending_read_nblocks
         if self.debug:
             if not 0 < pending_n <= self.io_combine_limit:
-                raise InvariantViolation(
-                    f"pending read of {pending_n} blocks (icl {self.io_combine_limit})"
-                )
+                raise InvariantViolation(f"pending read of {pending_n} blocks (icl {self.io_combine_limit})")
             if self.pinned_buffers + pending_n > self.max_pinned_buffers:
                 raise InvariantViolation(
                     f"starting a read would pin {self.pinned_buffers + pending_n} buffers, "
@@ -373,8 +349,7 @@ class ReadStream:
         forwarded = 0
         buffers = self.buffers
         while (
-            nblocks + forwarded < requested
-            and buffers[buffer_index + nblocks + forwarded] != INVALID_BUFFER
+            nblocks + forwarded < requested and buffers[buffer_index + nblocks + forwarded] != INVALID_BUFFER
         ):
             forwarded += 1
         self.forwarded_buffers = forwarded
@@ -421,10 +396,7 @@ class ReadStream:
                 self.pending_read_nblocks += 1
                 continue
             while self.pending_read_nblocks > 0:
-                if (
-                    not self._start_pending_read()
-                    or self.ios_in_progress == self.max_ios
-                ):
+                if not self._start_pending_read() or self.ios_in_progress == self.max_ios:
                     self._unget_block(blocknum)
                     return
             self.pending_read_blocknum = blocknum
@@ -443,9 +415,7 @@ class ReadStream:
             self._start_pending_read()
 
         if self.debug and not (self.pinned_buffers > 0 or self.distance == 0):
-            raise InvariantViolation(
-                "look-ahead left nothing pinned before the end of the stream"
-            )
+            raise InvariantViolation("look-ahead left nothing pinned before the end of the stream")
 
     # ------------------------------------------------------------------------------ consumer API
     def next_buffer(self) -> int:
@@ -530,10 +500,7 @@ class ReadStream:
                 f"queue slot {oldest} holds no buffer although {self.pinned_buffers} are pinned"
             )
 
-        if (
-            self.ios_in_progress > 0
-            and self.io_buffer_index[self.oldest_io_index] == oldest
-        ):
+        if self.ios_in_progress > 0 and self.io_buffer_index[self.oldest_io_index] == oldest:
             io_index = self.oldest_io_index
             st = self.stats
             t0 = backend.clock.now
@@ -549,10 +516,7 @@ class ReadStream:
                 d = self.max_pinned_buffers
             self.distance = d
             self._note_distance()
-            if (
-                self.advice_enabled
-                and self.ios[io_index].blocknum == self.seq_until_processed
-            ):
+            if self.advice_enabled and self.ios[io_index].blocknum == self.seq_until_processed:
                 self.seq_until_processed = InvalidBlockNumber
 
         buffers[oldest] = INVALID_BUFFER
@@ -662,13 +626,9 @@ class ReadStream:
         if not 0 <= self.distance <= mp:
             raise InvariantViolation(f"distance {self.distance} outside 0..{mp}")
         if self.pinned_buffers > mp:
-            raise InvariantViolation(
-                f"{self.pinned_buffers} buffers pinned, above max_pinned_buffers {mp}"
-            )
+            raise InvariantViolation(f"{self.pinned_buffers} buffers pinned, above max_pinned_buffers {mp}")
         if self.ios_in_progress > self.max_ios:
-            raise InvariantViolation(
-                f"{self.ios_in_progress} I/Os in progress, above max_ios {self.max_ios}"
-            )
+            raise InvariantViolation(f"{self.ios_in_progress} I/Os in progress, above max_ios {self.max_ios}")
 
     def __repr__(self) -> str:
         return (

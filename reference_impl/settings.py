@@ -102,9 +102,7 @@ class Settings:
     vacuum_cost_page_hit: int = 1
     vacuum_cost_page_miss: int = 2
     vacuum_cost_page_dirty: int = 20
-    _derived: dict[str, int] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    _derived: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.version not in VERSIONS:
@@ -112,15 +110,11 @@ class Settings:
                 f"version = {self.version!r} is not a known behaviour: allowed {', '.join(VERSIONS)}"
             )
         if self.io_method not in IO_METHODS:
-            raise SettingError(
-                f"io_method = {self.io_method!r} is invalid: allowed {', '.join(IO_METHODS)}"
-            )
+            raise SettingError(f"io_method = {self.io_method!r} is invalid: allowed {', '.join(IO_METHODS)}")
         for name in _BOOL_SETTINGS:
             value = getattr(self, name)
             if not isinstance(value, bool):
-                raise SettingError(
-                    f"{name} = {value!r} is invalid: allowed on/off (a boolean)"
-                )
+                raise SettingError(f"{name} = {value!r} is invalid: allowed on/off (a boolean)")
         for name, (lo, hi, unit, _kind) in GUC_RANGES.items():
             value = getattr(self, name)
             is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -158,9 +152,7 @@ class Settings:
                 "MaxBackends must stay at most 262143"
             )
         self._derived["max_backends"] = max_backends
-        self._derived["pin_limit"] = self.shared_buffers // (
-            max_backends + NUM_AUXILIARY_PROCS
-        )
+        self._derived["pin_limit"] = self.shared_buffers // (max_backends + NUM_AUXILIARY_PROCS)
 
     # ----------------------------------------------------------------------------- derived
     @property
@@ -195,11 +187,7 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         """Every setting by GUC name (what trace JSON and reports print)."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if not f.name.startswith("_")
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -211,16 +199,12 @@ class Settings:
         known = set(cls.names())
         unknown = sorted(set(values) - known)
         if unknown:
-            raise SettingError(
-                f"unknown setting {unknown[0]!r}: allowed {', '.join(sorted(known))}"
-            )
+            raise SettingError(f"unknown setting {unknown[0]!r}: allowed {', '.join(sorted(known))}")
         parsed = {name: parse_setting(name, value) for name, value in values.items()}
         return cls(**parsed)
 
     @classmethod
-    def parse_assignments(
-        cls, items: list[str], base: Settings | None = None
-    ) -> Settings:
+    def parse_assignments(cls, items: list[str], base: Settings | None = None) -> Settings:
         """Parse ``NAME=VALUE`` strings (the CLI's ``--setting``) on top of ``base``."""
         changes: dict[str, Any] = {}
         for item in items:
@@ -255,7 +239,7 @@ def parse_setting(name: str, value: Any) -> Any:
         return text
     if name not in GUC_RANGES:
         raise SettingError(f"unknown setting {name!r}")
-    lo, hi, unit, kind = GUC_RANGES[name]
+    _lo, _hi, unit, kind = GUC_RANGES[name]
     m = _NUM_RE.match(text)
     if not m:
         raise SettingError(f"{name} = {value!r} is not a number with an optional unit")
@@ -279,7 +263,5 @@ def parse_setting(name: str, value: Any) -> Any:
     if name == "vacuum_cost_delay":
         return number
     if not float(number).is_integer():
-        raise SettingError(
-            f"{name} = {value!r} is not a whole number of {unit or 'units'}"
-        )
+        raise SettingError(f"{name} = {value!r} is not a whole number of {unit or 'units'}")
     return int(number)

@@ -80,9 +80,7 @@ class ReadRecord:
 class BackendStats:
     """Everything one backend counted (``pgBufferUsage``, ``pg_stat_io``, per-relation)."""
 
-    io: dict[str, IOContextStats] = field(
-        default_factory=lambda: {c: IOContextStats() for c in IO_CONTEXTS}
-    )
+    io: dict[str, IOContextStats] = field(default_factory=lambda: {c: IOContextStats() for c in IO_CONTEXTS})
     relations: dict[str, RelationStats] = field(default_factory=dict)
     shared_blks_hit: int = 0
     shared_blks_read: int = 0

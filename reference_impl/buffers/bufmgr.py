@@ -235,16 +235,12 @@ class Backend:
                 self.stats.vacuum_cost_balance += self.settings.vacuum_cost_page_hit
         return buf, found
 
-    def _get_victim_buffer(
-        self, strategy: BufferAccessStrategy | None, context: str
-    ) -> int:
+    def _get_victim_buffer(self, strategy: BufferAccessStrategy | None, context: str) -> int:
         """``GetVictimBuffer``: a clean, unmapped, pinned buffer."""
         pool = self.pool
         refs = self.refs
         if strategy is not None and strategy.freed:
-            raise ModelUsageError(
-                f"{strategy!r} was freed and is still used (dangling strategy pointer)"
-            )
+            raise ModelUsageError(f"{strategy!r} was freed and is still used (dangling strategy pointer)")
         refs.reserve()
         if pool._completions and pool._completions[0][0] <= self.clock.now:
             pool.poll()
@@ -320,9 +316,7 @@ class Backend:
         """``MarkBufferDirty``; ``wal_logged`` gives the page an LSN not yet flushed (an FPI)."""
         pool = self.pool
         if not self.refs.count(buf):
-            raise ModelUsageError(
-                f"MarkBufferDirty on buffer {buf} which this backend does not pin"
-            )
+            raise ModelUsageError(f"MarkBufferDirty on buffer {buf} which this backend does not pin")
         if not pool.flags[buf] & BM_DIRTY:
             pool.flags[buf] |= BM_DIRTY
             if self.vacuum_cost_active:
@@ -357,9 +351,7 @@ class Backend:
         accepted count.
         """
         if not 1 <= nblocks <= 128:
-            raise ModelUsageError(
-                f"StartReadBuffers nblocks {nblocks} is out of range 1..128"
-            )
+            raise ModelUsageError(f"StartReadBuffers nblocks {nblocks} is out of range 1..128")
         rel = op.rel
         fork = op.fork
         strategy = op.strategy
@@ -379,9 +371,7 @@ class Backend:
                     pool.poll()
                 found = bool(pool_flags[b] & BM_VALID)
             else:
-                b, found = self.pin_buffer_for_block(
-                    rel, fork, blocknum + i, strategy, context, relstats
-                )
+                b, found = self.pin_buffer_for_block(rel, fork, blocknum + i, strategy, context, relstats)
                 buffers[index + i] = b
                 if found:
                     hits += 1
@@ -389,10 +379,7 @@ class Backend:
                     misses += 1
             if found:
                 if i == 0:
-                    self.cpu(
-                        hits * self.costs.buffer_hit_us
-                        + misses * self.costs.buffer_alloc_us
-                    )
+                    self.cpu(hits * self.costs.buffer_hit_us + misses * self.costs.buffer_alloc_us)
                     op.buffers = buffers
                     op.index = index
                     op.blocknum = blocknum
@@ -426,14 +413,10 @@ class Backend:
             self.storage.prefetch(rel, fork, blocknum, actual, self.clock.now)
         return actual, True
 
-    def start_read_buffer(
-        self, op: ReadBuffersOperation, blocknum: int, flags: int
-    ) -> tuple[int, bool]:
+    def start_read_buffer(self, op: ReadBuffersOperation, blocknum: int, flags: int) -> tuple[int, bool]:
         """``StartReadBuffer``: the one-block form; returns (buffer, wait needed)."""
         slot = [INVALID_BUFFER]
-        _, need_wait = self.start_read_buffers(
-            op, slot, 0, blocknum, 1, flags, allow_forwarding=False
-        )
+        _, need_wait = self.start_read_buffers(op, slot, 0, blocknum, 1, flags, allow_forwarding=False)
         return slot[0], need_wait
 
     def _can_start_io(self, buf: int, nowait: bool) -> bool:
@@ -489,8 +472,7 @@ class Backend:
             op.context,
             synchronous,
             bool(flags & READ_BUFFERS_ZERO_ON_ERROR) or self._zero_damaged,
-            bool(flags & READ_BUFFERS_IGNORE_CHECKSUM_FAILURES)
-            or self._ignore_checksum,
+            bool(flags & READ_BUFFERS_IGNORE_CHECKSUM_FAILURES) or self._ignore_checksum,
         )
         pool.register_io(ioh)
         st = self.stats
@@ -558,17 +540,13 @@ class Backend:
     ) -> int:
         """``ReadBufferExtended``: the unstreamed, one-block-at-a-time read (a pinned buffer)."""
         if mode not in _MODES:
-            raise ModelUsageError(
-                f"ReadBuffer mode {mode!r} is invalid: allowed {', '.join(_MODES)}"
-            )
+            raise ModelUsageError(f"ReadBuffer mode {mode!r} is invalid: allowed {', '.join(_MODES)}")
         if block < 0 or block > 0xFFFFFFFE:
             raise ModelUsageError(f"block {block} is invalid: allowed 0..4294967294")
         op = ReadBuffersOperation(rel, fork, strategy)
         if mode == RBM_ZERO_AND_LOCK:
             relstats = op.relstats = self.stats.relation(rel.name)
-            buf, found = self.pin_buffer_for_block(
-                rel, fork, block, strategy, op.context, relstats
-            )
+            buf, found = self.pin_buffer_for_block(rel, fork, block, strategy, op.context, relstats)
             if not found:
                 self.pool.flags[buf] |= BM_VALID | BM_ZEROED
             return buf
@@ -576,9 +554,7 @@ class Backend:
         if mode == RBM_ZERO_ON_ERROR:
             flags |= READ_BUFFERS_ZERO_ON_ERROR
         slot = [INVALID_BUFFER]
-        _, need_wait = self.start_read_buffers(
-            op, slot, 0, block, 1, flags, allow_forwarding=False
-        )
+        _, need_wait = self.start_read_buffers(op, slot, 0, block, 1, flags, allow_forwarding=False)
         if need_wait:
             # An error propagates with the buffer still pinned; the caller's transaction abort
             # (``abort``) releases it, as the resource owner does in PostgreSQL.

@@ -124,9 +124,7 @@ class InflightIO:
 class BufferPool:
     """Shared buffers of one instance (``BufferDescriptors``, ``SharedBufHash``, ``StrategyControl``)."""
 
-    def __init__(
-        self, settings: Settings, clock: VirtualClock, storage: Storage
-    ) -> None:
+    def __init__(self, settings: Settings, clock: VirtualClock, storage: Storage) -> None:
         n = settings.nbuffers
         self.settings = settings
         self.clock = clock
@@ -198,9 +196,7 @@ class BufferPool:
                     else:
                         flags[b] = (flags[b] & ~BM_VALID) | BM_IO_ERROR
                         if error is None:
-                            error = ChecksumFailure(
-                                ioh.rel.name, FORK_NAMES[ioh.fork], ioh.start + i
-                            )
+                            error = ChecksumFailure(ioh.rel.name, FORK_NAMES[ioh.fork], ioh.start + i)
                 else:
                     flags[b] = (flags[b] | BM_VALID) & ~BM_IO_ERROR
             elif error is not None:
@@ -216,15 +212,11 @@ class BufferPool:
         if not ioh.done:
             self.clock.wait_until(ioh.complete_at)
             self.poll()
-            if (
-                not ioh.done
-            ):  # completion time reached but not yet polled by the heap order
+            if not ioh.done:  # completion time reached but not yet polled by the heap order
                 self.complete_io(ioh)
 
     # ------------------------------------------------------------------------------ victims
-    def strategy_get_buffer(
-        self, strategy: BufferAccessStrategy | None
-    ) -> tuple[int, bool]:
+    def strategy_get_buffer(self, strategy: BufferAccessStrategy | None) -> tuple[int, bool]:
         """``StrategyGetBuffer``: (buffer, came_from_ring)."""
         refcount = self.refcount
         usage = self.usage
@@ -268,9 +260,7 @@ class BufferPool:
                 if trycounter == 0:
                     raise NoUnpinnedBuffers()
 
-    def strategy_reject_buffer(
-        self, strategy: BufferAccessStrategy, buf: int, from_ring: bool
-    ) -> bool:
+    def strategy_reject_buffer(self, strategy: BufferAccessStrategy, buf: int, from_ring: bool) -> bool:
         """``StrategyRejectBuffer``: BULKREAD drops a dirty ring buffer that needs a WAL flush."""
         if strategy.btype is not BAS_BULKREAD:
             return False
@@ -362,22 +352,16 @@ class BufferPool:
         self.poll()
         return bool(self.flags[buf] & BM_VALID)
 
-    def resident_blocks(
-        self, rel: Relation, fork: ForkNumber = ForkNumber.MAIN
-    ) -> set[int]:
+    def resident_blocks(self, rel: Relation, fork: ForkNumber = ForkNumber.MAIN) -> set[int]:
         """Valid pages of a relation fork in the pool (what ``pg_buffercache`` shows)."""
         self.poll()
         base = rel.tag_base(fork)
         flags = self.flags
         return {
-            t - base
-            for t, b in self.mapping.items()
-            if base <= t < base + (1 << 32) and flags[b] & BM_VALID
+            t - base for t, b in self.mapping.items() if base <= t < base + (1 << 32) and flags[b] & BM_VALID
         }
 
-    def mapped_invalid_blocks(
-        self, rel: Relation, fork: ForkNumber = ForkNumber.MAIN
-    ) -> set[int]:
+    def mapped_invalid_blocks(self, rel: Relation, fork: ForkNumber = ForkNumber.MAIN) -> set[int]:
         """Pages mapped to a slot but not valid (staged reads never executed, failed reads)."""
         self.poll()
         base = rel.tag_base(fork)
@@ -385,9 +369,7 @@ class BufferPool:
         return {
             t - base
             for t, b in self.mapping.items()
-            if base <= t < base + (1 << 32)
-            and not flags[b] & BM_VALID
-            and self.buf_io[b] is None
+            if base <= t < base + (1 << 32) and not flags[b] & BM_VALID and self.buf_io[b] is None
         }
 
     def pinned_buffers(self) -> dict[int, int]:

@@ -102,9 +102,7 @@ class PrivateRefCount:
             return
         ovf = self.ovf
         if buf not in ovf:
-            raise ModelUsageError(
-                f"IncrBufferRefCount on buffer {buf} which this backend does not pin"
-            )
+            raise ModelUsageError(f"IncrBufferRefCount on buffer {buf} which this backend does not pin")
         count = ovf.pop(buf)
         self.reserve()
         self._take_reserved(buf, count + 1)
@@ -124,9 +122,7 @@ class PrivateRefCount:
         ovf = self.ovf
         c = ovf.get(buf)
         if c is None:
-            raise ModelUsageError(
-                f"ReleaseBuffer on buffer {buf} which this backend does not pin"
-            )
+            raise ModelUsageError(f"ReleaseBuffer on buffer {buf} which this backend does not pin")
         if c > 1:
             ovf[buf] = c - 1
             return False

@@ -60,9 +60,7 @@ class BufferAccessStrategy:
 
     def __init__(self, btype: BufferAccessStrategyType, nbuffers: int) -> None:
         if nbuffers < 1:
-            raise SettingError(
-                f"a {btype.value} ring needs at least 1 buffer, got {nbuffers}"
-            )
+            raise SettingError(f"a {btype.value} ring needs at least 1 buffer, got {nbuffers}")
         self.btype = btype
         self.nbuffers = nbuffers
         self.buffers: list[int] = [-1] * nbuffers
@@ -131,9 +129,7 @@ def get_access_strategy(
     return get_access_strategy_with_size(btype, ring_kb, settings.nbuffers)
 
 
-def get_access_strategy_pin_limit(
-    strategy: BufferAccessStrategy | None, nbuffers_pool: int
-) -> int:
+def get_access_strategy_pin_limit(strategy: BufferAccessStrategy | None, nbuffers_pool: int) -> int:
     """``GetAccessStrategyPinLimit``: ``NBuffers`` without a strategy."""
     if strategy is None:
         return nbuffers_pool

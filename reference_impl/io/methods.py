@@ -58,11 +58,7 @@ class IOMethod:
         out = self.storage.read(ioh.rel, ioh.fork, ioh.start, ioh.nblocks, at)
         ioh.submit_us = now
         ioh.outcome = out
-        copy = (
-            0
-            if self.storage.direct_io
-            else int(self.costs.copy_us_per_block * out.ok_blocks)
-        )
+        copy = 0 if self.storage.direct_io else int(self.costs.copy_us_per_block * out.ok_blocks)
         ioh.complete_at = out.complete_at + copy + int(self.costs.io_complete_us)
 
     def issue(self, now: int, ioh: InflightIO, synchronous: bool) -> bool:
@@ -97,9 +93,7 @@ class WorkerIOMethod(IOMethod):
     def __init__(self, storage: Storage, costs: CpuCosts, io_workers: int) -> None:
         super().__init__(storage, costs)
         if not 1 <= io_workers <= 32:
-            raise SettingError(
-                f"io_workers = {io_workers} is out of range: allowed 1..32"
-            )
+            raise SettingError(f"io_workers = {io_workers} is out of range: allowed 1..32")
         self.io_workers = io_workers
         self._free: list[int] = [0] * io_workers
         self.dispatched = 0
@@ -115,11 +109,7 @@ class WorkerIOMethod(IOMethod):
         free = self._free[0]
         start = ready if free <= ready else free
         out = self.storage.read(ioh.rel, ioh.fork, ioh.start, ioh.nblocks, start)
-        copy = (
-            0
-            if self.storage.direct_io
-            else int(costs.copy_us_per_block * out.ok_blocks)
-        )
+        copy = 0 if self.storage.direct_io else int(costs.copy_us_per_block * out.ok_blocks)
         worker_done = out.complete_at + copy
         heapq.heapreplace(self._free, worker_done)
         ioh.submit_us = now
@@ -138,20 +128,14 @@ class IoUringIOMethod(IOMethod):
         costs = self.costs
         at = now + int(costs.io_submit_us)
         out = self.storage.read(ioh.rel, ioh.fork, ioh.start, ioh.nblocks, at)
-        copy = (
-            0
-            if self.storage.direct_io
-            else int(costs.copy_us_per_block * out.ok_blocks)
-        )
+        copy = 0 if self.storage.direct_io else int(costs.copy_us_per_block * out.ok_blocks)
         ioh.submit_us = now
         ioh.outcome = out
         ioh.complete_at = out.complete_at + copy + int(costs.io_complete_us)
         return synchronous
 
 
-def make_io_method(
-    name: str, storage: Storage, costs: CpuCosts, io_workers: int = 3
-) -> IOMethod:
+def make_io_method(name: str, storage: Storage, costs: CpuCosts, io_workers: int = 3) -> IOMethod:
     """The I/O method object for ``io_method = name``."""
     if name == "sync":
         return SyncIOMethod(storage, costs)
@@ -159,6 +143,4 @@ def make_io_method(
         return WorkerIOMethod(storage, costs, io_workers)
     if name == "io_uring":
         return IoUringIOMethod(storage, costs)
-    raise SettingError(
-        f"io_method = {name!r} is invalid: allowed {', '.join(IO_METHODS)}"
-    )
+    raise SettingError(f"io_method = {name!r} is invalid: allowed {', '.join(IO_METHODS)}")

@@ -56,15 +56,9 @@ class DeviceProfile:
             ("jitter", self.jitter, 0.0, 5.0),
         ]
         if self.sequential_latency_us is not None:
-            checks.append(
-                ("sequential_latency_us", self.sequential_latency_us, 0, 10_000_000)
-            )
+            checks.append(("sequential_latency_us", self.sequential_latency_us, 0, 10_000_000))
         for name, value, lo, hi in checks:
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (lo <= value <= hi)
-            ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo <= value <= hi):
                 raise SettingError(
                     f"device {self.name!r}: {name} = {value!r} is out of range: allowed {lo}..{hi}"
                 )
@@ -167,9 +161,7 @@ class Device:
         if not self._jitter_buf:
             sigma = self.profile.jitter
             # Log-normal with mean 1: exp(N(-sigma^2/2, sigma)).
-            self._jitter_buf = list(
-                np.exp(self._rng.normal(-sigma * sigma / 2.0, sigma, 4096))[::-1]
-            )
+            self._jitter_buf = list(np.exp(self._rng.normal(-sigma * sigma / 2.0, sigma, 4096))[::-1])
         return self._jitter_buf.pop()
 
     def _service(self, at_us: int, latency: float, nblocks: int) -> int:
@@ -194,10 +186,7 @@ class Device:
         """Submit a read of ``nblocks`` blocks at ``start`` of file ``file_key``; completion time."""
         p = self.profile
         latency = p.read_latency_us
-        if (
-            p.sequential_latency_us is not None
-            and self._last_end.get(file_key) == start
-        ):
+        if p.sequential_latency_us is not None and self._last_end.get(file_key) == start:
             latency = p.sequential_latency_us
         self._last_end[file_key] = start + nblocks
         st = self.stats
@@ -209,10 +198,7 @@ class Device:
         """Submit a write; returns its completion time."""
         p = self.profile
         latency = p.write_latency_us
-        if (
-            p.sequential_latency_us is not None
-            and self._last_end.get(file_key) == start
-        ):
+        if p.sequential_latency_us is not None and self._last_end.get(file_key) == start:
             latency = min(latency, p.sequential_latency_us)
         self._last_end[file_key] = start + nblocks
         self.stats.writes += 1

@@ -60,49 +60,25 @@ class Fault:
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
-            raise SettingError(
-                f"fault kind {self.kind!r} is invalid: allowed {', '.join(FAULT_KINDS)}"
-            )
+            raise SettingError(f"fault kind {self.kind!r} is invalid: allowed {', '.join(FAULT_KINDS)}")
         object.__setattr__(self, "fork", fork_from_name(self.fork))
         if (self.block is None) == (self.nth_read is None):
             raise SettingError(
                 f"{self.kind} fault needs exactly one of block=... or nth_read=... "
                 f"(got block={self.block!r}, nth_read={self.nth_read!r})"
             )
-        if self.block is not None and (
-            not isinstance(self.block, int) or self.block < 0
-        ):
-            raise SettingError(
-                f"fault block {self.block!r} is invalid: allowed a block number >= 0"
-            )
-        if self.nth_read is not None and (
-            not isinstance(self.nth_read, int) or self.nth_read < 1
-        ):
-            raise SettingError(
-                f"fault nth_read {self.nth_read!r} is invalid: allowed >= 1"
-            )
-        if self.times is not None and (
-            not isinstance(self.times, int) or self.times < 1
-        ):
-            raise SettingError(
-                f"fault times {self.times!r} is invalid: allowed >= 1 or None (always)"
-            )
-        if self.kind == "short_read" and (
-            not isinstance(self.short_blocks, int) or self.short_blocks < 1
-        ):
-            raise SettingError(
-                f"short_read short_blocks {self.short_blocks!r} is invalid: allowed >= 1"
-            )
+        if self.block is not None and (not isinstance(self.block, int) or self.block < 0):
+            raise SettingError(f"fault block {self.block!r} is invalid: allowed a block number >= 0")
+        if self.nth_read is not None and (not isinstance(self.nth_read, int) or self.nth_read < 1):
+            raise SettingError(f"fault nth_read {self.nth_read!r} is invalid: allowed >= 1")
+        if self.times is not None and (not isinstance(self.times, int) or self.times < 1):
+            raise SettingError(f"fault times {self.times!r} is invalid: allowed >= 1 or None (always)")
+        if self.kind == "short_read" and (not isinstance(self.short_blocks, int) or self.short_blocks < 1):
+            raise SettingError(f"short_read short_blocks {self.short_blocks!r} is invalid: allowed >= 1")
         if self.kind == "checksum" and self.block is None:
-            raise SettingError(
-                "a checksum fault names a page: give block=..., not nth_read"
-            )
-        if self.kind == "latency" and (
-            not isinstance(self.extra_us, int) or self.extra_us < 1
-        ):
-            raise SettingError(
-                f"latency fault extra_us {self.extra_us!r} is invalid: allowed >= 1"
-            )
+            raise SettingError("a checksum fault names a page: give block=..., not nth_read")
+        if self.kind == "latency" and (not isinstance(self.extra_us, int) or self.extra_us < 1):
+            raise SettingError(f"latency fault extra_us {self.extra_us!r} is invalid: allowed >= 1")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -128,12 +104,7 @@ class ForeignIO:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fork", fork_from_name(self.fork))
-        if (
-            self.nblocks < 1
-            or self.block < 0
-            or self.duration_us < 1
-            or self.starts_at_us < 0
-        ):
+        if self.nblocks < 1 or self.block < 0 or self.duration_us < 1 or self.starts_at_us < 0:
             raise SettingError(
                 f"ForeignIO({self.relation!r}, block={self.block}, nblocks={self.nblocks}, "
                 f"duration_us={self.duration_us}) is invalid: needs block >= 0, nblocks >= 1, "
@@ -154,9 +125,7 @@ class CancelAt:
 
     def __post_init__(self) -> None:
         if not isinstance(self.after_buffers, int) or self.after_buffers < 0:
-            raise SettingError(
-                f"CancelAt.after_buffers {self.after_buffers!r} is invalid: allowed >= 0"
-            )
+            raise SettingError(f"CancelAt.after_buffers {self.after_buffers!r} is invalid: allowed >= 0")
 
 
 @dataclass(slots=True)
@@ -164,9 +133,7 @@ class ReadFaultOutcome:
     """What the plan decided for one physical read."""
 
     eio: bool = False
-    ok_blocks: int = (
-        -1
-    )  # -1: the whole read; otherwise a short read of this many blocks
+    ok_blocks: int = -1  # -1: the whole read; otherwise a short read of this many blocks
     corrupt: list[int] = field(default_factory=list)
     extra_us: int = 0
 
@@ -264,9 +231,7 @@ class FaultPlan:
             raise SettingError(f"FaultPlan.random needs nblocks >= 1, got {nblocks}")
         for k in kinds:
             if k not in FAULT_KINDS:
-                raise SettingError(
-                    f"fault kind {k!r} is invalid: allowed {', '.join(FAULT_KINDS)}"
-                )
+                raise SettingError(f"fault kind {k!r} is invalid: allowed {', '.join(FAULT_KINDS)}")
         rng = np.random.default_rng(seed)
         faults = []
         for _ in range(count):
@@ -281,20 +246,14 @@ class FaultPlan:
             "seed": self.seed,
             "faults": [f.to_dict() for f in self.faults],
             "foreign_ios": [f.to_dict() for f in self.foreign_ios],
-            "cancel": None
-            if self.cancel is None
-            else {"after_buffers": self.cancel.after_buffers},
+            "cancel": None if self.cancel is None else {"after_buffers": self.cancel.after_buffers},
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FaultPlan:
-        faults = [
-            Fault(**{**f, "fork": ForkNumber(f.get("fork", 0))})
-            for f in data.get("faults", [])
-        ]
+        faults = [Fault(**{**f, "fork": ForkNumber(f.get("fork", 0))}) for f in data.get("faults", [])]
         foreign = [
-            ForeignIO(**{**f, "fork": ForkNumber(f.get("fork", 0))})
-            for f in data.get("foreign_ios", [])
+            ForeignIO(**{**f, "fork": ForkNumber(f.get("fork", 0))}) for f in data.get("foreign_ios", [])
         ]
         cancel = data.get("cancel")
         return cls(

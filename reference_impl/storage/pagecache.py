@@ -34,13 +34,9 @@ __all__ = ["PageCache"]
 class PageCache:
     """Models the kernel page cache in front of a ``Device`` (Linux ``mm/filemap.c``)."""
 
-    def __init__(
-        self, device: Device, *, capacity_blocks: int = 262144, readahead_kb: int = 128
-    ) -> None:
+    def __init__(self, device: Device, *, capacity_blocks: int = 262144, readahead_kb: int = 128) -> None:
         if not isinstance(capacity_blocks, int) or capacity_blocks < 1:
-            raise SettingError(
-                f"page cache capacity_blocks = {capacity_blocks!r} is invalid: allowed >= 1"
-            )
+            raise SettingError(f"page cache capacity_blocks = {capacity_blocks!r} is invalid: allowed >= 1")
         if not isinstance(readahead_kb, int) or not (0 <= readahead_kb <= 1 << 20):
             raise SettingError(
                 f"page cache readahead_kb = {readahead_kb!r} is out of range: allowed 0..1048576"
@@ -67,9 +63,7 @@ class PageCache:
         if len(pages) > self.capacity:
             pages.popitem(last=False)
 
-    def _fetch_async(
-        self, at_us: int, file_key: int, start: int, n: int, limit: int
-    ) -> None:
+    def _fetch_async(self, at_us: int, file_key: int, start: int, n: int, limit: int) -> None:
         """Device-read the uncached pages of [start, start+n) below ``limit`` (read-ahead)."""
         end = min(start + n, limit)
         pages = self._pages
@@ -88,9 +82,7 @@ class PageCache:
                 self.readahead_blocks += count
                 run_start = -1
 
-    def read(
-        self, at_us: int, file_key: int, start: int, n: int, file_nblocks: int
-    ) -> int:
+    def read(self, at_us: int, file_key: int, start: int, n: int, file_nblocks: int) -> int:
         """A buffered ``preadv`` of [start, start+n); returns when its data is in memory."""
         pages = self._pages
         ready = at_us
@@ -109,9 +101,7 @@ class PageCache:
                     ready = t
         if missing_first >= 0:
             self.misses += missing_last - missing_first + 1
-            done = self.device.read(
-                at_us, file_key, missing_first, missing_last - missing_first + 1
-            )
+            done = self.device.read(at_us, file_key, missing_first, missing_last - missing_first + 1)
             for b in range(missing_first, missing_last + 1):
                 self._insert(self._key(file_key, b), done)
             if done > ready:
@@ -130,9 +120,7 @@ class PageCache:
                 if ra_end < end:
                     ra_end = end
                 if end + ra > ra_end:
-                    self._fetch_async(
-                        at_us, file_key, ra_end, end + ra - ra_end, file_nblocks
-                    )
+                    self._fetch_async(at_us, file_key, ra_end, end + ra - ra_end, file_nblocks)
                     self._ra_end[file_key] = end + ra
             else:
                 self._ra_size[file_key] = 0
@@ -140,9 +128,7 @@ class PageCache:
             self._prev_end[file_key] = end
         return ready
 
-    def advise(
-        self, at_us: int, file_key: int, start: int, n: int, file_nblocks: int
-    ) -> None:
+    def advise(self, at_us: int, file_key: int, start: int, n: int, file_nblocks: int) -> None:
         """``posix_fadvise(WILLNEED)``: start reading the uncached pages, do not wait."""
         self._fetch_async(at_us, file_key, start, n, file_nblocks)
 

@@ -69,15 +69,11 @@ def fork_from_name(name: str | int | ForkNumber) -> ForkNumber:
         try:
             return ForkNumber(name)
         except ValueError:
-            raise ModelUsageError(
-                f"fork number {name} is invalid: allowed 0..3"
-            ) from None
+            raise ModelUsageError(f"fork number {name} is invalid: allowed 0..3") from None
     try:
         return _FORK_BY_NAME[name]
     except KeyError:
-        raise ModelUsageError(
-            f"fork {name!r} is invalid: allowed {', '.join(_FORK_BY_NAME)}"
-        ) from None
+        raise ModelUsageError(f"fork {name!r} is invalid: allowed {', '.join(_FORK_BY_NAME)}") from None
 
 
 def md_max_combine(block: int) -> int:
@@ -127,9 +123,7 @@ class Relation:
         content: PageContent | None = None,
     ) -> None:
         if persistence not in ("p", "u", "t"):
-            raise ModelUsageError(
-                f"persistence {persistence!r} is invalid: allowed 'p', 'u', 't'"
-            )
+            raise ModelUsageError(f"persistence {persistence!r} is invalid: allowed 'p', 'u', 't'")
         if not (0 < relid < (1 << 28)):
             raise ModelUsageError(f"relid {relid} is out of range 1..{(1 << 28) - 1}")
         self.name = name

@@ -71,9 +71,7 @@ class Storage:
     ) -> Relation:
         """Create a relation with the given fork sizes (main fork = ``main_blocks`` by default)."""
         if not name or not isinstance(name, str):
-            raise ModelUsageError(
-                f"relation name {name!r} is invalid: allowed a non-empty string"
-            )
+            raise ModelUsageError(f"relation name {name!r} is invalid: allowed a non-empty string")
         if name in self._relations:
             raise ModelUsageError(f"relation {name!r} already exists")
         sizes = dict(forks) if forks is not None else {ForkNumber.MAIN: main_blocks}
@@ -107,9 +105,7 @@ class Storage:
             return self._relations[name]
         except KeyError:
             known = ", ".join(sorted(self._relations)) or "none"
-            raise ModelUsageError(
-                f"no relation named {name!r} (known: {known})"
-            ) from None
+            raise ModelUsageError(f"no relation named {name!r} (known: {known})") from None
 
     def relation_by_id(self, relid: int) -> Relation:
         return self._by_id[relid]
@@ -127,48 +123,34 @@ class Storage:
         """One key per segment file (device sequentiality and page cache are per file)."""
         return (rel.tag_base(fork) >> 16) | (block // RELSEG_SIZE)
 
-    def read(
-        self, rel: Relation, fork: ForkNumber, start: int, n: int, at_us: int
-    ) -> ReadOutcome:
+    def read(self, rel: Relation, fork: ForkNumber, start: int, n: int, at_us: int) -> ReadOutcome:
         """One physical vectored read of [start, start+n) issued at ``at_us``."""
         self.physical_reads += 1
         nblocks = rel.nblocks(fork)
         faults = self.faults
-        fate = (
-            faults.on_read(rel.name, fork, start, n, at_us) if faults.faults else None
-        )
+        fate = faults.on_read(rel.name, fork, start, n, at_us) if faults.faults else None
         at = at_us + (fate.extra_us if fate is not None else 0)
         if start >= nblocks or not rel.exists(fork):
-            return ReadOutcome(
-                at + 1, 0, ReadBeyondEOF(rel.name, FORK_NAMES[fork], start, nblocks)
-            )
+            return ReadOutcome(at + 1, 0, ReadBeyondEOF(rel.name, FORK_NAMES[fork], start, nblocks))
         ok = n if start + n <= nblocks else nblocks - start
         if fate is not None:
             if fate.eio:
                 done = self._timing(rel, fork, start, n, at, nblocks)
-                return ReadOutcome(
-                    done, 0, ReadIOError(rel.name, FORK_NAMES[fork], start, n)
-                )
+                return ReadOutcome(done, 0, ReadIOError(rel.name, FORK_NAMES[fork], start, n))
             if 0 <= fate.ok_blocks < ok:
                 ok = fate.ok_blocks
         self.physical_read_blocks += ok
         done = self._timing(rel, fork, start, ok, at, nblocks)
-        corrupt = (
-            [b for b in fate.corrupt if b < start + ok] if fate is not None else []
-        )
+        corrupt = [b for b in fate.corrupt if b < start + ok] if fate is not None else []
         return ReadOutcome(done, ok, None, corrupt)
 
-    def _timing(
-        self, rel: Relation, fork: ForkNumber, start: int, n: int, at: int, nblocks: int
-    ) -> int:
+    def _timing(self, rel: Relation, fork: ForkNumber, start: int, n: int, at: int, nblocks: int) -> int:
         key = self.file_key(rel, fork, start)
         if self.direct_io:
             return self.device.read(at, key, start, n)
         return self.page_cache.read(at, key, start, n, nblocks)
 
-    def prefetch(
-        self, rel: Relation, fork: ForkNumber, start: int, n: int, at_us: int
-    ) -> bool:
+    def prefetch(self, rel: Relation, fork: ForkNumber, start: int, n: int, at_us: int) -> bool:
         """``smgrprefetch`` = ``posix_fadvise(WILLNEED)`` per segment; no-op with direct I/O."""
         if self.direct_io:
             return False
@@ -178,9 +160,7 @@ class Storage:
         while b < end:
             seg_end = min(end, (b // RELSEG_SIZE + 1) * RELSEG_SIZE)
             self.prefetch_calls += 1
-            self.page_cache.advise(
-                at_us, self.file_key(rel, fork, b), b, seg_end - b, nblocks
-            )
+            self.page_cache.advise(at_us, self.file_key(rel, fork, b), b, seg_end - b, nblocks)
             b = seg_end
         return True
 
