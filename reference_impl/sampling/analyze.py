@@ -93,8 +93,7 @@ class BlockSampler:
         """The next sampled block number (only while ``has_more()``)."""
         if not self.has_more():
             raise SamplingError(
-                f"BlockSampler exhausted: {self.m} of {self.n} chosen, "
-                f"{self.t} of {self.N} blocks considered"
+                f"BlockSampler exhausted: {self.m} of {self.n} chosen, {self.t} of {self.N} blocks considered"
             )
         big_k = self.N - self.t
         k = self.n - self.m
@@ -106,9 +105,7 @@ class BlockSampler:
         return self.t - 1
 
 
-def analyze_sample_blocks(
-    nblocks: int, targrows: int, seed: int
-) -> npt.NDArray[np.uint32]:
+def analyze_sample_blocks(nblocks: int, targrows: int, seed: int) -> npt.NDArray[np.uint32]:
     """The ascending block list ANALYZE reads for the block-sampler ``seed``."""
     sampler = BlockSampler(nblocks, targrows, seed)
     out = np.empty(sampler.sample_count, dtype=np.uint32)

@@ -63,7 +63,6 @@ def _as_u32_array(name: str, values: npt.ArrayLike) -> npt.NDArray[np.uint32]:
         raise SamplingError(f"{name} must hold integers, got dtype {arr.dtype}")
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) > _M32):
         raise SamplingError(
-            f"{name} must lie in [0, {_M32}], got values from {int(arr.min())} "
-            f"to {int(arr.max())}"
+            f"{name} must lie in [0, {_M32}], got values from {int(arr.min())} to {int(arr.max())}"
         )
     return arr.astype(np.uint32)

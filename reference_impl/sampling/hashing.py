@@ -134,9 +134,7 @@ def hash_block_seed(blocks: npt.ArrayLike, seed: int) -> npt.NDArray[np.uint32]:
     return _np_hash_columns([arr, np.uint32(_check_u32("seed", seed))])
 
 
-def hash_block_offset_seed(
-    block: int, offsets: npt.ArrayLike, seed: int
-) -> npt.NDArray[np.uint32]:
+def hash_block_offset_seed(block: int, offsets: npt.ArrayLike, seed: int) -> npt.NDArray[np.uint32]:
     """Vectorised ``hash_bytes([block, offset, seed])`` (the BERNOULLI key).
 
     ``block`` may also be an array broadcastable against ``offsets``.

@@ -52,9 +52,7 @@ def system_time_millis(millis: float) -> float:
     """SYSTEM_TIME's ``float8`` milliseconds, validated (>= 0, not NaN)."""
     value = _check_real("SYSTEM_TIME milliseconds", millis)
     if math.isnan(value) or value < 0:
-        raise SamplingError(
-            f"sample collection time must be >= 0 milliseconds (not NaN), got {value!r}"
-        )
+        raise SamplingError(f"SYSTEM_TIME milliseconds must be >= 0 and not NaN, got {value!r}")
     return value
 
 
@@ -145,9 +143,7 @@ class StrideSampler:
         """
         return self.doneblocks == 0
 
-    def next_block(
-        self, current_nblocks: int, stop: bool | Callable[[], bool] = False
-    ) -> int:
+    def next_block(self, current_nblocks: int, stop: bool | Callable[[], bool] = False) -> int:
         """The next block to read, or ``INVALID_BLOCK_NUMBER`` at the end.
 
         ``stop`` is the caller's end condition (SYSTEM_ROWS: tuples returned >=
@@ -171,8 +167,7 @@ class StrideSampler:
         if current == 0:
             # PostgreSQL would probe forever here (no block number is < 0).
             raise SamplingError(
-                "relation shrank to 0 blocks during a rescan; "
-                f"the plan was made for {self.nblocks} blocks"
+                f"relation shrank to 0 blocks during a rescan; the plan was made for {self.nblocks} blocks"
             )
         lb = (self.lb + self.step) % self.nblocks
         while lb >= current:

@@ -61,9 +61,7 @@ def percent_as_float4(percent: float) -> float:
     if as_real == 0.0 and value != 0.0:
         raise SamplingError(f"sample percentage {value!r} underflows type real")
     if math.isnan(as_real) or not 0.0 <= as_real <= 100.0:
-        raise SamplingError(
-            f"sample percentage must be between 0 and 100, got {value!r}"
-        )
+        raise SamplingError(f"sample percentage must be between 0 and 100, got {value!r}")
     return as_real
 
 
@@ -134,9 +132,7 @@ def system_sample_blocks(
     nblocks: int, percent: float, seed: int, *, chunk_blocks: int = _CHUNK_BLOCKS
 ) -> npt.NDArray[np.uint32]:
     """All blocks ``TABLESAMPLE SYSTEM(percent)`` reads, ascending (one array)."""
-    chunks = list(
-        system_sample_block_chunks(nblocks, percent, seed, chunk_blocks=chunk_blocks)
-    )
+    chunks = list(system_sample_block_chunks(nblocks, percent, seed, chunk_blocks=chunk_blocks))
     if not chunks:
         return np.empty(0, dtype=np.uint32)
     return np.concatenate(chunks)
@@ -146,9 +142,7 @@ def _check_max_offset(max_offset: object) -> int:
     return _check_int("max_offset", max_offset, 0, MAX_OFFSET_NUMBER)
 
 
-def bernoulli_tuple_selected(
-    block: int, max_offset: int, seed: int, cutoff: int
-) -> npt.NDArray[np.uint16]:
+def bernoulli_tuple_selected(block: int, max_offset: int, seed: int, cutoff: int) -> npt.NDArray[np.uint16]:
     """Offsets of ``block`` that BERNOULLI returns if they hold visible tuples.
 
     ``bernoulli_nextsampletuple`` tests every line pointer 1 .. max_offset, used or
@@ -158,15 +152,11 @@ def bernoulli_tuple_selected(
     top = _check_max_offset(max_offset)
     cut = _check_cutoff(cutoff)
     offsets = np.arange(1, top + 1, dtype=np.uint32)
-    hashes = _np_hash_columns(
-        [np.uint32(blk), offsets, np.uint32(_check_u32("seed", seed))]
-    )
+    hashes = _np_hash_columns([np.uint32(blk), offsets, np.uint32(_check_u32("seed", seed))])
     return offsets[_select_below(hashes, cut)].astype(np.uint16)
 
 
-def bernoulli_sample_tids(
-    max_offsets: npt.ArrayLike, percent: float, seed: int
-) -> npt.NDArray[np.uint32]:
+def bernoulli_sample_tids(max_offsets: npt.ArrayLike, percent: float, seed: int) -> npt.NDArray[np.uint32]:
     """Candidate TIDs of a whole relation as an (n, 2) array of (block, offset).
 
     ``max_offsets[b]`` is ``PageGetMaxOffsetNumber`` of block ``b``.  The result
@@ -186,9 +176,7 @@ def bernoulli_sample_tids(
     counts64 = counts.astype(np.int64)
     blocks = np.repeat(np.arange(counts.size, dtype=np.uint32), counts64)
     starts = np.cumsum(counts64) - counts64
-    offsets = (
-        np.arange(blocks.size, dtype=np.int64) - np.repeat(starts, counts64) + 1
-    ).astype(np.uint32)
+    offsets = (np.arange(blocks.size, dtype=np.int64) - np.repeat(starts, counts64) + 1).astype(np.uint32)
     hashes = _np_hash_columns([blocks, offsets, np.uint32(_check_u32("seed", seed))])
     keep = _select_below(hashes, cutoff)
     return np.stack([blocks[keep], offsets[keep]], axis=1)
@@ -206,9 +194,7 @@ class SampleScanSwitches:
     allow_sync: bool
 
 
-def sample_method_switches(
-    method: str, percent: float | None = None
-) -> SampleScanSwitches:
+def sample_method_switches(method: str, percent: float | None = None) -> SampleScanSwitches:
     """``use_bulkread`` / ``use_pagemode`` / sync-scan permission per method.
 
     SYSTEM: bulkread iff percent >= 1, pagemode on.  BERNOULLI: bulkread on,
@@ -218,9 +204,7 @@ def sample_method_switches(
     """
     name = method.lower() if isinstance(method, str) else method
     if name not in _METHODS:
-        raise SamplingError(
-            f"unknown sampling method {method!r}; expected one of {_METHODS}"
-        )
+        raise SamplingError(f"unknown sampling method {method!r}; expected one of {_METHODS}")
     if name in ("system", "bernoulli"):
         if percent is None:
             raise SamplingError(f"method {name!r} needs its percentage argument")

@@ -90,9 +90,7 @@ def test_hash_block_seed_equals_scalar(blocks: list[int], seed: int) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(U32, st.lists(st.integers(0, 2048), min_size=1, max_size=40), U32)
-def test_hash_block_offset_seed_equals_scalar(
-    block: int, offs: list[int], seed: int
-) -> None:
+def test_hash_block_offset_seed_equals_scalar(block: int, offs: list[int], seed: int) -> None:
     got = hash_block_offset_seed(block, offs, seed)
     assert got.tolist() == [hash_bytes_uint32([block, o, seed]) for o in offs]
 
@@ -277,16 +275,12 @@ def test_system_chunked_equals_unchunked_and_scalar(
     nblocks: int, percent: float, seed: int, chunk: int
 ) -> None:
     whole = system_sample_blocks(nblocks, percent, seed, chunk_blocks=1 << 20)
-    chunks = list(
-        system_sample_block_chunks(nblocks, percent, seed, chunk_blocks=chunk)
-    )
+    chunks = list(system_sample_block_chunks(nblocks, percent, seed, chunk_blocks=chunk))
     assert all(0 < c.size <= chunk for c in chunks)
     joined = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint32)
     assert joined.tolist() == whole.tolist()
     cutoff = system_cutoff(percent)
-    assert whole.tolist() == [
-        b for b in range(nblocks) if system_block_selected(b, seed, cutoff)
-    ]
+    assert whole.tolist() == [b for b in range(nblocks) if system_block_selected(b, seed, cutoff)]
 
 
 def test_system_chunks_are_lazy_for_the_largest_relation() -> None:
@@ -309,17 +303,12 @@ def test_bernoulli_regression_cases() -> None:
     got = bernoulli_sample_tids(layout, 50, hashfloat8(0)).tolist()
     assert got == [[1, 2], [1, 3], [2, 1], [2, 2], [2, 3]]
     assert bernoulli_sample_tids(layout, 5.5, 0).tolist() == [[2, 2]]
-    assert (
-        len(bernoulli_sample_tids(np.ones(3000, dtype=int), 3.7, hashfloat8(-17)))
-        == 112
-    )
+    assert len(bernoulli_sample_tids(np.ones(3000, dtype=int), 3.7, hashfloat8(-17))) == 112
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(0, 300), max_size=30), PERCENT, U32)
-def test_bernoulli_vectorised_equals_scalar(
-    max_offsets: list[int], percent: float, seed: int
-) -> None:
+def test_bernoulli_vectorised_equals_scalar(max_offsets: list[int], percent: float, seed: int) -> None:
     cutoff = bernoulli_cutoff(percent)
     expected = [
         [b, o]
@@ -355,9 +344,7 @@ def test_bernoulli_validation() -> None:
         ("system_time", None, True, True, False),
     ],
 )
-def test_switches(
-    method: str, percent: float | None, bulkread: bool, pagemode: bool, sync: bool
-) -> None:
+def test_switches(method: str, percent: float | None, bulkread: bool, pagemode: bool, sync: bool) -> None:
     sw = sample_method_switches(method, percent)
     assert (sw.use_bulkread, sw.use_pagemode, sw.allow_sync) == (
         bulkread,
@@ -391,9 +378,7 @@ def test_switch_errors() -> None:
         (77, 1, (0, 1), [0]),
     ],
 )
-def test_stride_vectors(
-    seed: int, nblocks: int, plan: tuple[int, int], visits: list[int]
-) -> None:
+def test_stride_vectors(seed: int, nblocks: int, plan: tuple[int, int], visits: list[int]) -> None:
     assert stride_plan(seed, nblocks) == plan
     assert stride_visit_order(seed, nblocks)[: len(visits)].tolist() == visits
     sampler = StrideSampler(seed)
@@ -512,9 +497,7 @@ class _VirtualClock:
         return self.now
 
 
-def _time_scan(
-    millis: float, per_block_us: int, nblocks: int = 100
-) -> tuple[list[int], int]:
+def _time_scan(millis: float, per_block_us: int, nblocks: int = 100) -> tuple[list[int], int]:
     clock = _VirtualClock()
     sampler = SystemTimeSampler(21, clock)
     sampler.begin_scan(millis)
@@ -554,9 +537,7 @@ def test_system_rows_ntuples_errors(bad: object) -> None:
 
 @pytest.mark.parametrize("bad", [-0.001, math.nan, -math.inf, "1"])
 def test_system_time_millis_errors(bad: object) -> None:
-    with pytest.raises(
-        SamplingError, match="SYSTEM_TIME milliseconds|sample collection time"
-    ):
+    with pytest.raises(SamplingError, match="SYSTEM_TIME milliseconds"):
         system_time_millis(bad)  # type: ignore[arg-type]
 
 
@@ -612,9 +593,7 @@ def _naive_algorithm_s(nblocks: int, n: int, seed: int) -> list[int]:
         (5, 10, 0, []),
     ],
 )
-def test_block_sampler_vectors(
-    seed: int, nblocks: int, n: int, expected: list[int]
-) -> None:
+def test_block_sampler_vectors(seed: int, nblocks: int, n: int, expected: list[int]) -> None:
     assert analyze_sample_blocks(nblocks, n, seed).tolist() == expected
     sampler = BlockSampler(nblocks, n, seed)
     assert sampler.sample_count == len(expected)
