@@ -224,6 +224,10 @@ class ReadStream:
         self.next_buffer_index = 0
         self.fast_path = False
         self.distance = min(max_pinned, icl) if flags & READ_STREAM_FULL else 1
+        # PostgreSQL 18 has one distance; master adds a combine distance. Keeping the attribute
+        # at 1 here lets both versions share the fast-path test.
+        self.combine_distance = 1
+        self._fast_path_flags = 0
         self.ended = False
         self.callback_ended = False
         self.last_data: Any = None
@@ -320,9 +324,7 @@ class ReadStream:
         st = self.stats
         if not need_wait:
             st.hits += 1
-            if self.distance > 1:
-                self.distance -= 1
-                self._note_distance()
+            self._decay_after_hit()
         else:
             st.ios_started += 1
             st.blocks_read += nblocks
@@ -370,6 +372,24 @@ class ReadStream:
             st.max_pinned = held
         return True
 
+    def _decay_after_hit(self) -> None:
+        """A started read needed no I/O: PostgreSQL 18 shrinks the distance by one."""
+        if self.distance > 1:
+            self.distance -= 1
+            self._note_distance()
+
+    def _after_wait(self, op: ReadBuffersOperation, needed_wait: bool) -> None:
+        """The consumer waited for an I/O: PostgreSQL 18 doubles the distance."""
+        d = self.distance * 2
+        if d > self.max_pinned_buffers:
+            d = self.max_pinned_buffers
+        self.distance = d
+        self._note_distance()
+
+    def _set_end_of_stream(self) -> None:
+        self.distance = 0
+        self._note_distance()
+
     # ------------------------------------------------------------------------------ look ahead
     def _look_ahead(self) -> None:
         """``read_stream_look_ahead``."""
@@ -386,8 +406,7 @@ class ReadStream:
                 buffer_index -= self.queue_size
             blocknum = self._get_block(buffer_index)
             if blocknum == InvalidBlockNumber:
-                self.distance = 0
-                self._note_distance()
+                self._set_end_of_stream()
                 break
             if (
                 self.pending_read_nblocks > 0
@@ -451,7 +470,7 @@ class ReadStream:
             buf = buffers[oldest]
             next_blocknum = self._get_block(-1)
             if next_blocknum != InvalidBlockNumber:
-                flags = self.read_buffers_flags
+                flags = self.read_buffers_flags | self._fast_path_flags
                 if self.advice_enabled:
                     flags |= READ_BUFFERS_ISSUE_ADVICE
                 op = self.ios[0]
@@ -474,8 +493,7 @@ class ReadStream:
                 self.io_buffer_index[0] = oldest
                 self.seq_blocknum = next_blocknum + 1
             else:
-                self.distance = 0
-                self._note_distance()
+                self._set_end_of_stream()
                 self.oldest_buffer_index = self.next_buffer_index
                 self.pinned_buffers = 0
                 buffers[oldest] = INVALID_BUFFER
@@ -485,7 +503,7 @@ class ReadStream:
             return buf
 
         if self.pinned_buffers == 0:
-            if self.distance == 0:
+            if self.distance == 0:  # end reached (master: the read-ahead distance)
                 return INVALID_BUFFER
             self._look_ahead()
             if self.pinned_buffers == 0:
@@ -504,18 +522,15 @@ class ReadStream:
             io_index = self.oldest_io_index
             st = self.stats
             t0 = backend.clock.now
-            backend.wait_read_buffers(self.ios[io_index])
+            op = self.ios[io_index]
+            needed_wait = backend.wait_read_buffers(op)
             st.waits += 1
             st.wait_us += backend.clock.now - t0
             self.ios_in_progress -= 1
             self.oldest_io_index = io_index + 1
             if self.oldest_io_index == self.max_ios:
                 self.oldest_io_index = 0
-            d = self.distance * 2
-            if d > self.max_pinned_buffers:
-                d = self.max_pinned_buffers
-            self.distance = d
-            self._note_distance()
+            self._after_wait(op, needed_wait)
             if self.advice_enabled and self.ios[io_index].blocknum == self.seq_until_processed:
                 self.seq_until_processed = InvalidBlockNumber
 
@@ -536,6 +551,7 @@ class ReadStream:
             and self.forwarded_buffers == 0
             and self.pinned_buffers == 1
             and self.distance == 1
+            and self.combine_distance == 1
             and self.pending_read_nblocks == 0
             and self._pbd is None
         ):
@@ -556,11 +572,25 @@ class ReadStream:
         """
         if self.ended:
             raise ModelUsageError("reset() on a stream that was ended")
-        backend = self.backend
+        self._begin_reset()
+        self._drain()
+        self._finish_reset()
+
+    def _begin_reset(self) -> None:
+        """Stop looking ahead; PostgreSQL 18 keeps the pending read (the drain reads it)."""
         self.distance = 0
         self._note_distance()
         self.buffered_blocknum = InvalidBlockNumber
         self.fast_path = False
+
+    def _finish_reset(self) -> None:
+        self.distance = 1
+        self.callback_ended = False
+        self._note_distance()
+
+    def _drain(self) -> None:
+        """Release every buffer not consumed, waiting for their I/Os; release forwarded ones."""
+        backend = self.backend
         while True:
             buf = self._next_buffer()
             if buf == INVALID_BUFFER:
@@ -582,9 +612,6 @@ class ReadStream:
                 f"reset left forwarded={self.forwarded_buffers} pinned={self.pinned_buffers} "
                 f"ios={self.ios_in_progress}"
             )
-        self.distance = 1
-        self.callback_ended = False
-        self._note_distance()
 
     def end(self) -> None:
         """``read_stream_end``: reset, then the stream is gone."""
@@ -611,12 +638,15 @@ class ReadStream:
             raise ModelUsageError(f"set_strategy() with freed strategy {strategy!r}")
         limit = get_access_strategy_pin_limit(strategy, self.backend.settings.nbuffers)
         self.max_pinned_buffers = max(1, min(self.queue_size - 1, limit))
-        if self.distance > self.max_pinned_buffers:
-            self.distance = self.max_pinned_buffers
-            self._note_distance()
+        self._clamp_distances()
         self.strategy = strategy
         for op in self.ios:
             op.set_strategy(strategy)
+
+    def _clamp_distances(self) -> None:
+        if self.distance > self.max_pinned_buffers:
+            self.distance = self.max_pinned_buffers
+            self._note_distance()
 
     # ------------------------------------------------------------------------------ debug checks
     def _check_invariants(self) -> None:

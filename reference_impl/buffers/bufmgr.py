@@ -509,15 +509,22 @@ class Backend:
                 pool.complete_io(ioh)
         return True, n
 
-    def wait_read_buffers(self, op: ReadBuffersOperation) -> None:
-        """``WaitReadBuffers``: wait for (or, under ``sync``, perform) the read; raise its error."""
+    def wait_read_buffers(self, op: ReadBuffersOperation) -> bool:
+        """``WaitReadBuffers``: wait for (or, under ``sync``, perform) the read; raise its error.
+
+        Returns whether the backend had to block (master's return value): an I/O still in
+        flight, or one it had to perform itself.
+        """
         pool = self.pool
+        needed_wait = False
         while True:
             ioh = op.ioh
             if ioh is not None:
                 if not ioh.done:
                     t0 = self.clock.now
                     pool.wait_io(ioh)
+                    if self.clock.now > t0:
+                        needed_wait = True
                     self.stats.waits += 1
                     self.stats.wait_us += self.clock.now - t0
                 self.cpu(self.costs.io_complete_us if not ioh.synchronous else 0.0)
@@ -526,9 +533,11 @@ class Backend:
                     raise ioh.error
                 op.nblocks_done += ioh.outcome.ok_blocks  # type: ignore[union-attr]
             if op.nblocks_done >= op.nblocks:
-                return
+                return needed_wait
             self.check_for_interrupts()
-            self._async_read_buffers(op)
+            did_start, _ = self._async_read_buffers(op)
+            if did_start and op.ioh is not None and op.ioh.synchronous:
+                needed_wait = True
 
     def read_buffer(
         self,
