@@ -1,0 +1,247 @@
+"""Heap scans: ``HeapScanDesc`` with its stream, strategy and the executor's pins (``heapam.c``).
+
+A heap sequential scan is the reference consumer of a read stream, and the one whose details
+the fidelity checks found to matter:
+
+* **initscan** fixes ``nblocks`` when the scan starts (blocks added later are not visited), uses
+  a BULKREAD ring and synchronized scanning only for tables larger than ``NBuffers / 4``, and
+  picks the start block (0, or the shared sync-scan location). It runs again at every rescan.
+* The stream is created once, in ``heap_beginscan``, with ``SEQUENTIAL | USE_BATCHING`` and the
+  scan's strategy; its callback (``heap_scan_stream_read_next_serial``) walks from the start
+  block, wraps at the end, reports its *look-ahead* position to the sync-scan table every 16
+  blocks and stops when it comes back to the start block.
+* The consumer's own pins count against the stream's pin budget and the ring's reuse test. For
+  every page it moves to, an executor scan releases its scan buffer (the tuple slot still pins
+  the page of the last returned tuple), asks the stream for the next page, and, when the first
+  tuple of that page is returned, lets the slot drop the old page and take an extra pin on the
+  new one (release first, then pin: ``ExecStoreBufferHeapTuple``). ``heap_endscan`` ends the
+  stream while the slot still pins its page; the slot is cleared afterwards.
+* **Rescan.** PostgreSQL 18's ``heap_rescan`` resets the stream and re-runs ``initscan``, which
+  may now create or free the BULKREAD strategy while the stream keeps the one it was created
+  with: a stale strategy, or a dangling pointer to a freed one (the bug reported in the
+  sample-scan thread). The model implements the reviewed fix (``read_stream_set_strategy`` when
+  a strategy is added; a new stream, with its larger queue, when one is removed). The bug itself
+  lives on as conformance mutants.
+
+The unstreamed variant reads each page with ``ReadBufferExtended`` and the scan's strategy, as
+``heapgetpage`` did before PostgreSQL 17; block order, sync reporting and pins are the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ..buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_strategy
+from ..read_stream import READ_STREAM_SEQUENTIAL, READ_STREAM_USE_BATCHING, ReadStream
+from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
+from .base import ScanContext
+from .syncscan import SyncScanTable
+
+__all__ = ["HeapScan", "sync_scan_table"]
+
+
+def sync_scan_table(instance: Any) -> SyncScanTable:
+    """The instance's shared sync-scan table (created on first use)."""
+    table = getattr(instance, "_sync_scans", None)
+    if table is None:
+        table = SyncScanTable()
+        instance._sync_scans = table
+    return table
+
+
+class HeapScan:
+    """``HeapScanDescData`` with ``heap_beginscan``/``initscan``/``heap_rescan``/``heap_endscan``.
+
+    ``pages()`` is the page loop of ``heapgettup_pagemode`` (``heap_fetch_next_buffer``); the
+    caller examines each page it yields and calls :meth:`store_tuple` when it returns a tuple.
+    """
+
+    def __init__(
+        self,
+        ctx: ScanContext,
+        rel: Relation,
+        *,
+        streamed: bool = True,
+        allow_strat: bool = True,
+        allow_sync: bool = True,
+        use_slot: bool = True,
+        stream_flags: int = READ_STREAM_SEQUENTIAL | READ_STREAM_USE_BATCHING,
+    ) -> None:
+        self.ctx = ctx
+        self.backend = ctx.backend
+        self.rel = rel
+        self.streamed = streamed
+        self.req_strat = allow_strat
+        self.req_sync = allow_sync
+        self.use_slot = use_slot
+        self.stream_flags = stream_flags
+        self.strategy: BufferAccessStrategy | None = None
+        self.nblocks = 0
+        self.startblock = 0
+        self.numblocks: int | None = None
+        self.sync = False
+        self.inited = False
+        self.prefetch_block = InvalidBlockNumber
+        self.cbuf = -1
+        self.cblock = InvalidBlockNumber
+        self.slot_buf = -1
+        self.stream: ReadStream | None = None
+        self._initscan(keep_startblock=False)
+        if streamed:
+            self.stream = self._begin_stream()
+
+    # ------------------------------------------------------------------------------ set-up
+    def _begin_stream(self) -> ReadStream:
+        from .. import begin_stream
+
+        stream = begin_stream(
+            self.backend, self.rel, self._callback, None, flags=self.stream_flags, strategy=self.strategy
+        )
+        return self.ctx.track_stream(stream)
+
+    def _initscan(self, keep_startblock: bool) -> None:
+        """``initscan``: size, strategy, sync and start block."""
+        rel = self.rel
+        settings = self.backend.settings
+        self.nblocks = rel.nblocks(ForkNumber.MAIN)
+        large = rel.persistence != "t" and self.nblocks > settings.nbuffers // 4
+        allow_strat = self.req_strat and large
+        allow_sync = self.req_sync and large
+        if allow_strat:
+            if self.strategy is None:
+                self.strategy = get_access_strategy(BAS_BULKREAD, settings)
+        elif self.strategy is not None:
+            self.strategy.free()
+            self.strategy = None
+        if keep_startblock:
+            self.sync = allow_sync and settings.synchronize_seqscans
+        elif allow_sync and settings.synchronize_seqscans:
+            self.sync = True
+            self.startblock = sync_scan_table(self.backend.instance).get_location(rel.relid, self.nblocks)
+        else:
+            self.sync = False
+            self.startblock = 0
+        self.numblocks = None
+        self.inited = False
+
+    def set_scan_limits(self, startblock: int, numblocks: int) -> None:
+        """``heap_setscanlimits`` (TID range scans): a start block and a block count."""
+        self.startblock = startblock
+        self.numblocks = numblocks
+
+    # ------------------------------------------------------------------------------ blocks
+    def _initial_block(self) -> int:
+        """``heapgettup_initial_block`` (forward)."""
+        if self.nblocks == 0 or self.numblocks == 0:
+            return InvalidBlockNumber
+        return self.startblock
+
+    def _advance_block(self, block: int) -> int:
+        """``heapgettup_advance_block`` (forward)."""
+        block += 1
+        if block >= self.nblocks:
+            block = 0
+        if self.sync:
+            sync_scan_table(self.backend.instance).report_location(self.rel.relid, block)
+        if block == self.startblock:
+            return InvalidBlockNumber
+        if self.numblocks is not None:
+            self.numblocks -= 1
+            if self.numblocks == 0:
+                return InvalidBlockNumber
+        return block
+
+    def _callback(self, stream: Any, private: Any) -> int:
+        """``heap_scan_stream_read_next_serial``."""
+        if not self.inited:
+            self.prefetch_block = self._initial_block()
+            self.inited = True
+        else:
+            self.prefetch_block = self._advance_block(self.prefetch_block)
+        return self.prefetch_block
+
+    # ------------------------------------------------------------------------------ pages
+    def pages(self) -> Iterator[int]:
+        """Yield each page in hand (``rs_cbuf`` pinned) until the end of the scan."""
+        be = self.backend
+        stream = self.stream
+        while True:
+            if self.cbuf >= 0:
+                be.release_buffer(self.cbuf)
+                self.cbuf = -1
+            be.check_for_interrupts()
+            if stream is not None:
+                buf = stream.next_buffer()
+            else:
+                block = self._callback(None, None)
+                buf = (
+                    -1
+                    if block == InvalidBlockNumber
+                    else be.read_buffer(self.rel, block, ForkNumber.MAIN, self.strategy)
+                )
+            if buf < 0:
+                break
+            self.cbuf = buf
+            self.cblock = be.buffer_block(buf)
+            yield self.cblock
+        self.cbuf = -1
+        self.cblock = InvalidBlockNumber
+        self.inited = False
+
+    def store_tuple(self) -> None:
+        """A tuple of the current page goes into the executor's slot (``ExecStoreBufferHeapTuple``)."""
+        if not self.use_slot:
+            return
+        buf = self.cbuf
+        if self.slot_buf != buf:
+            be = self.backend
+            if self.slot_buf >= 0:
+                be.release_buffer(self.slot_buf)
+            self.slot_buf = buf
+            be.incr_buffer_refcount(buf)
+
+    def clear_slot(self) -> None:
+        """``ExecClearTuple``: the slot drops its pin."""
+        if self.slot_buf >= 0:
+            self.backend.release_buffer(self.slot_buf)
+            self.slot_buf = -1
+
+    # ------------------------------------------------------------------------------ rescan/end
+    def rescan(self) -> None:
+        """``heap_rescan`` with the reviewed strategy fix (see the module docstring)."""
+        be = self.backend
+        if self.cbuf >= 0:
+            be.release_buffer(self.cbuf)
+            self.cbuf = -1
+        if self.stream is not None:
+            self.stream.reset()
+        old = self.strategy
+        self._initscan(keep_startblock=True)
+        if self.stream is not None:
+            self._propagate_strategy(old)
+
+    def _propagate_strategy(self, old: BufferAccessStrategy | None) -> None:
+        """Make the stream follow the strategy ``initscan`` chose (the seed thread's 0002 fix)."""
+        new = self.strategy
+        stream = self.stream
+        assert stream is not None
+        if new is old:
+            return
+        if new is not None:
+            stream.set_strategy(new)
+        else:
+            stream.end()
+            self.stream = self._begin_stream()
+
+    def end(self) -> None:
+        """``heap_endscan``: release the scan buffer, end the stream (the slot still pins)."""
+        if self.cbuf >= 0:
+            self.backend.release_buffer(self.cbuf)
+            self.cbuf = -1
+        if self.stream is not None:
+            self.stream.end()
+            self.stream = None
+        if self.strategy is not None:
+            self.strategy.free()
+            self.strategy = None
