@@ -144,6 +144,9 @@ class Backend:
         self._ignore_checksum = instance.settings.ignore_checksum_failure
         self._sync_method = self.io_method.name == "sync"
         self.cancel_pending = False
+        # Heuristic read-ahead for unstreamed reads (``reference_impl.readahead``), off unless
+        # asked for: an object with ``on_read_buffer(backend, rel, fork, block, strategy)``.
+        self.readahead: Any = None
 
     # ------------------------------------------------------------------------------ time
     @property
@@ -552,6 +555,9 @@ class Backend:
             raise ModelUsageError(f"ReadBuffer mode {mode!r} is invalid: allowed {', '.join(_MODES)}")
         if block < 0 or block > 0xFFFFFFFE:
             raise ModelUsageError(f"block {block} is invalid: allowed 0..4294967294")
+        ra = self.readahead
+        if ra is not None:
+            ra.on_read_buffer(self, rel, fork, block, strategy)
         op = ReadBuffersOperation(rel, fork, strategy)
         if mode == RBM_ZERO_AND_LOCK:
             relstats = op.relstats = self.stats.relation(rel.name)
