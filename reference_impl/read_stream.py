@@ -234,6 +234,10 @@ class ReadStream:
         record = backend.stats.read_log is not None
         self.stats = ReadStreamStats(capacity=max_pinned, distance_history=[] if record else None)
         self._note_distance()
+        if not self.debug:
+            # Without debug checks, next_buffer is _next_buffer itself (one call less per buffer;
+            # end() puts the checking method back).
+            self.next_buffer = self._next_buffer  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------------------ helpers
     def _note_distance(self) -> None:
@@ -394,6 +398,9 @@ class ReadStream:
     def _look_ahead(self) -> None:
         """``read_stream_look_ahead``."""
         icl = self.io_combine_limit
+        callback = self.callback
+        private = self.private
+        fast_get = self._pbd is None and not self.debug
         while (
             self.ios_in_progress < self.max_ios
             and self.pinned_buffers + self.pending_read_nblocks < self.distance
@@ -401,18 +408,26 @@ class ReadStream:
             if self.pending_read_nblocks == icl:
                 self._start_pending_read()
                 continue
-            buffer_index = self.next_buffer_index + self.pending_read_nblocks
-            if buffer_index >= self.queue_size:
-                buffer_index -= self.queue_size
-            blocknum = self._get_block(buffer_index)
+            if fast_get and self.buffered_blocknum == InvalidBlockNumber:
+                # read_stream_get_block without an ungot block or per-buffer data: the callback.
+                blocknum = callback(self, private)
+                if blocknum == InvalidBlockNumber:
+                    self.callback_ended = True
+                elif blocknum.__class__ is not int or not 0 <= blocknum <= 0xFFFFFFFE:
+                    raise ModelUsageError(
+                        f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
+                    )
+            else:
+                buffer_index = self.next_buffer_index + self.pending_read_nblocks
+                if buffer_index >= self.queue_size:
+                    buffer_index -= self.queue_size
+                blocknum = self._get_block(buffer_index)
             if blocknum == InvalidBlockNumber:
                 self._set_end_of_stream()
                 break
-            if (
-                self.pending_read_nblocks > 0
-                and self.pending_read_blocknum + self.pending_read_nblocks == blocknum
-            ):
-                self.pending_read_nblocks += 1
+            pending_n = self.pending_read_nblocks
+            if pending_n > 0 and self.pending_read_blocknum + pending_n == blocknum:
+                self.pending_read_nblocks = pending_n + 1
                 continue
             while self.pending_read_nblocks > 0:
                 if not self._start_pending_read() or self.ios_in_progress == self.max_ios:
@@ -619,6 +634,7 @@ class ReadStream:
             raise ModelUsageError("end() called twice on a stream")
         self.reset()
         self.ended = True
+        self.__dict__.pop("next_buffer", None)
 
     def set_strategy(self, strategy: BufferAccessStrategy | None) -> None:
         """``read_stream_set_strategy`` (seed thread, reviewed v3 semantics).

@@ -210,33 +210,40 @@ class Backend:
         tag = rel.tag(fork, block)
         buf = pool.mapping.get(tag)
         if buf is not None:
-            first = refs.pin(buf)
-            if first:
-                pool.refcount[buf] += 1
-                u = pool.usage[buf]
-                if strategy is None:
-                    if u < BM_MAX_USAGE_COUNT:
-                        pool.usage[buf] = u + 1
-                elif u == 0:
-                    pool.usage[buf] = 1
-            if pool._completions and pool._completions[0][0] <= self.clock.now:
-                pool.poll()
-            found = bool(pool.flags[buf] & BM_VALID)
-        else:
-            buf = self._get_victim_buffer(strategy, context)
-            pool.mapping[tag] = buf
-            pool.tag[buf] = tag
-            pool.flags[buf] = 0
-            pool.usage[buf] = 1
-            found = False
+            return buf, self._pin_mapped(buf, strategy, context, relstats)
+        buf = self._get_victim_buffer(strategy, context)
+        pool.mapping[tag] = buf
+        pool.tag[buf] = tag
+        pool.flags[buf] = 0
+        pool.usage[buf] = 1
         relstats.blks_fetched += 1
-        if found:
-            relstats.blks_hit += 1
-            self.stats.shared_blks_hit += 1
-            self.stats.io[context].hits += 1
-            if self.vacuum_cost_active:
-                self.stats.vacuum_cost_balance += self.settings.vacuum_cost_page_hit
-        return buf, found
+        return buf, False
+
+    def _pin_mapped(
+        self, buf: int, strategy: BufferAccessStrategy | None, context: str, relstats: Any
+    ) -> bool:
+        """``PinBuffer`` on a buffer found in the mapping table; True if it is valid (a hit)."""
+        pool = self.pool
+        if self.refs.pin(buf):
+            pool.refcount[buf] += 1
+            u = pool.usage[buf]
+            if strategy is None:
+                if u < BM_MAX_USAGE_COUNT:
+                    pool.usage[buf] = u + 1
+            elif u == 0:
+                pool.usage[buf] = 1
+        if pool._completions and pool._completions[0][0] <= self.clock.now:
+            pool.poll()
+        relstats.blks_fetched += 1
+        if not pool.flags[buf] & BM_VALID:
+            return False
+        relstats.blks_hit += 1
+        st = self.stats
+        st.shared_blks_hit += 1
+        st.io[context].hits += 1
+        if self.vacuum_cost_active:
+            st.vacuum_cost_balance += self.settings.vacuum_cost_page_hit
+        return True
 
     def _get_victim_buffer(self, strategy: BufferAccessStrategy | None, context: str) -> int:
         """``GetVictimBuffer``: a clean, unmapped, pinned buffer."""
@@ -244,12 +251,31 @@ class Backend:
         refs = self.refs
         if strategy is not None and strategy.freed:
             raise ModelUsageError(f"{strategy!r} was freed and is still used (dangling strategy pointer)")
-        refs.reserve()
+        if refs.reserved < 0:
+            refs.reserve()
         if pool._completions and pool._completions[0][0] <= self.clock.now:
             pool.poll()
         while True:
-            buf, from_ring = pool.strategy_get_buffer(strategy)
-            refs.pin_new(buf)
+            if strategy is not None:
+                # GetBufferFromRing, inlined: the next ring slot if its buffer can be reused.
+                cur = strategy.current + 1
+                if cur >= strategy.nbuffers:
+                    cur = 0
+                strategy.current = cur
+                buf = strategy.buffers[cur]
+                if buf >= 0 and pool.refcount[buf] == 0 and pool.usage[buf] <= 1:
+                    from_ring = True
+                else:
+                    buf = pool.get_buffer_outside_ring(strategy)
+                    from_ring = False
+            else:
+                buf, from_ring = pool.strategy_get_buffer(strategy)
+            # PinBuffer_Locked: the reserved private entry takes the buffer.
+            i = refs.reserved
+            refs.reserved = -1
+            refs.arr_buf[i] = buf
+            refs.arr_cnt[i] = 1
+            refs.pos[buf] = i
             pool.refcount[buf] += 1
             f = pool.flags[buf]
             if f & BM_DIRTY:
@@ -295,14 +321,33 @@ class Backend:
 
     def release_buffer(self, buf: int) -> None:
         """``ReleaseBuffer``."""
+        refs = self.refs
+        i = refs.pos.get(buf)
+        if i is not None:
+            # Fast path of PrivateRefCount.unpin for an entry in the array (the common case).
+            cnt = refs.arr_cnt
+            c = cnt[i] - 1
+            if c:
+                cnt[i] = c
+                return
+            refs.arr_buf[i] = -1
+            del refs.pos[buf]
+            refs.reserved = i
+            self.pool.refcount[buf] -= 1
+            return
         if buf < 0:
             raise ModelUsageError(f"ReleaseBuffer of invalid buffer {buf}")
-        if self.refs.unpin(buf):
+        if refs.unpin(buf):
             self.pool.refcount[buf] -= 1
 
     def incr_buffer_refcount(self, buf: int) -> None:
         """``IncrBufferRefCount``: an extra pin on a buffer this backend already pins."""
-        self.refs.incr(buf)
+        refs = self.refs
+        i = refs.pos.get(buf)
+        if i is not None:
+            refs.arr_cnt[i] += 1
+        else:
+            refs.incr(buf)
 
     def buffer_block(self, buf: int) -> int:
         """``BufferGetBlockNumber``."""
@@ -364,6 +409,9 @@ class Backend:
             relstats = op.relstats = self.stats.relation(rel.name)
         pool = self.pool
         pool_flags = pool.flags
+        mapping = pool.mapping
+        refs = self.refs
+        tag = rel._tag_bases[fork] + blocknum
         actual = nblocks
         hits = misses = 0
         i = 0
@@ -374,7 +422,20 @@ class Backend:
                     pool.poll()
                 found = bool(pool_flags[b] & BM_VALID)
             else:
-                b, found = self.pin_buffer_for_block(rel, fork, blocknum + i, strategy, context, relstats)
+                # PinBufferForBlock, inlined for the common case of a block not in the pool.
+                if refs.reserved < 0:
+                    refs.reserve()
+                b = mapping.get(tag + i)
+                if b is None:
+                    b = self._get_victim_buffer(strategy, context)
+                    mapping[tag + i] = b
+                    pool.tag[b] = tag + i
+                    pool_flags[b] = 0
+                    pool.usage[b] = 1
+                    relstats.blks_fetched += 1
+                    found = False
+                else:
+                    found = self._pin_mapped(b, strategy, context, relstats)
                 buffers[index + i] = b
                 if found:
                     hits += 1
@@ -458,9 +519,12 @@ class Backend:
                 st.vacuum_cost_balance += self.settings.vacuum_cost_page_hit
             return False, 1
         io_bufs = [head]
+        buf_io = pool.buf_io
+        pool_flags = pool.flags
         for i in range(done + 1, op.nblocks):
             b = buffers[base + i]
-            if not self._can_start_io(b, True):
+            # StartBufferIO(nowait=true), inlined: stop at a block being read or already valid.
+            if buf_io[b] is not None or pool_flags[b] & BM_VALID:
                 break
             io_bufs.append(b)
         n = len(io_bufs)

@@ -228,6 +228,12 @@ class BufferPool:
             b = strategy.buffers[cur]
             if b >= 0 and refcount[b] == 0 and usage[b] <= 1:
                 return b, True
+        return self.get_buffer_outside_ring(strategy), False
+
+    def get_buffer_outside_ring(self, strategy: BufferAccessStrategy | None) -> int:
+        """The free list, then the clock sweep; the buffer takes the ring's current slot."""
+        refcount = self.refcount
+        usage = self.usage
         self.num_allocs += 1
         freelist = self.freelist
         while freelist:
@@ -236,7 +242,7 @@ class BufferPool:
             if refcount[b] == 0 and usage[b] == 0:
                 if strategy is not None:
                     strategy.buffers[strategy.current] = b
-                return b, False
+                return b
         n = self.nbuffers
         trycounter = n
         while True:
@@ -254,7 +260,7 @@ class BufferPool:
                 else:
                     if strategy is not None:
                         strategy.buffers[strategy.current] = b
-                    return b, False
+                    return b
             else:
                 trycounter -= 1
                 if trycounter == 0:

@@ -149,6 +149,8 @@ class ScanContext:
         self.cancel_after = cancel_after
         self.streams: list[Any] = []
         self.notes: dict[str, Any] = {}
+        self._page_us = self.costs.page_process_us
+        self._tuple_us = self.costs.tuple_process_us
 
     def visit(self, block: int) -> None:
         """The consumer has a page in hand (counted; cancel point)."""
@@ -160,8 +162,18 @@ class ScanContext:
 
     def process_page(self, ntuples: int) -> None:
         """Spend the CPU of examining a page with ``ntuples`` tuples."""
-        c = self.costs
-        self.backend.cpu(c.page_process_us + ntuples * c.tuple_process_us)
+        be = self.backend
+        d = be._cpu_debt + self._page_us + ntuples * self._tuple_us
+        if d >= 1.0:
+            whole = int(d)
+            be._cpu_debt = d - whole
+            clock = be.clock
+            if clock._sim is None:
+                clock.now += whole
+            else:
+                clock.advance(whole)
+        else:
+            be._cpu_debt = d
 
     def track_stream(self, stream: Any) -> Any:
         """Remember a stream the scan created (its statistics go into the result)."""

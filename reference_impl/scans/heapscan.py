@@ -36,7 +36,7 @@ from ..buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_st
 from ..read_stream import READ_STREAM_SEQUENTIAL, READ_STREAM_USE_BATCHING, ReadStream
 from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
 from .base import ScanContext
-from .syncscan import SyncScanTable
+from .syncscan import SYNC_SCAN_REPORT_INTERVAL, SyncScanTable
 
 __all__ = ["HeapScan", "sync_scan_table"]
 
@@ -142,7 +142,7 @@ class HeapScan:
         block += 1
         if block >= self.nblocks:
             block = 0
-        if self.sync:
+        if self.sync and block % SYNC_SCAN_REPORT_INTERVAL == 0:
             sync_scan_table(self.backend.instance).report_location(self.rel.relid, block)
         if block == self.startblock:
             return InvalidBlockNumber
@@ -157,9 +157,18 @@ class HeapScan:
         if not self.inited:
             self.prefetch_block = self._initial_block()
             self.inited = True
-        else:
-            self.prefetch_block = self._advance_block(self.prefetch_block)
-        return self.prefetch_block
+            return self.prefetch_block
+        block = self.prefetch_block + 1
+        if (
+            block >= self.nblocks
+            or block == self.startblock
+            or self.numblocks is not None
+            or (self.sync and block % SYNC_SCAN_REPORT_INTERVAL == 0)
+        ):
+            # The general path (wrap-around, sync reports, end, block limit).
+            block = self._advance_block(self.prefetch_block)
+        self.prefetch_block = block
+        return block
 
     # ------------------------------------------------------------------------------ pages
     def pages(self) -> Iterator[int]:
@@ -170,7 +179,8 @@ class HeapScan:
             if self.cbuf >= 0:
                 be.release_buffer(self.cbuf)
                 self.cbuf = -1
-            be.check_for_interrupts()
+            if be.cancel_pending:
+                be.check_for_interrupts()
             if stream is not None:
                 buf = stream.next_buffer()
             else:
@@ -183,8 +193,8 @@ class HeapScan:
             if buf < 0:
                 break
             self.cbuf = buf
-            self.cblock = be.buffer_block(buf)
-            yield self.cblock
+            self.cblock = block = be.pool.tag[buf] & 0xFFFFFFFF
+            yield block
         self.cbuf = -1
         self.cblock = InvalidBlockNumber
         self.inited = False

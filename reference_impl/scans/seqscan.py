@@ -62,18 +62,20 @@ def seqscan(
             scan.clear_slot()  # ExecReScanSeqScan clears the slot after heap_rescan
         pass_rows = 0
         stopped = False
+        content = rel.content
         for block in scan.pages():
             ctx.visit(block)
             if grow_during and not grown:
                 rel.extend(ForkNumber.MAIN, grow_during)
                 grown = True
-            nlive = heap_page_live(rel, block)
+            nlive = 1 if content is None else heap_page_live(rel, block)
             ctx.process_page(nlive)
             take = nlive
             if limit is not None:
                 take = min(nlive, limit - rows)
             if take > 0:
-                scan.store_tuple()
+                if scan.slot_buf != scan.cbuf:
+                    scan.store_tuple()
                 rows += take
                 pass_rows += take
                 digest = (digest * 1000003 + block * 131 + take) & 0xFFFFFFFFFFFF
