@@ -199,6 +199,7 @@ class ScanResult:
     error_type: str | None = None
     stream_stats: list[dict[str, Any]] = field(default_factory=list)
     io: dict[str, dict[str, int]] = field(default_factory=dict)
+    distance_history: list[tuple[int, int]] | None = None
 
     @property
     def read_sizes(self) -> list[int]:
@@ -285,4 +286,5 @@ def run_scan(
         error_type=None if error is None else type(error).__name__,
         stream_stats=[s.stats.as_dict() for s in ctx.streams],
         io=io,
+        distance_history=ctx.streams[0].stats.distance_history if ctx.streams else None,
     )
