@@ -79,7 +79,7 @@ def trace_scan(
     n = rel.nblocks()
     if cached_fraction > 0 and n:
         rng = np.random.default_rng(seed)
-        k = int(round(cached_fraction * n))
+        k = round(cached_fraction * n)
         cached = np.sort(rng.choice(n, size=k, replace=False)) if k < n else np.arange(n)
         inst.prewarm(rel, [int(b) for b in cached])
     be = inst.backend()
