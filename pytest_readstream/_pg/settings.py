@@ -1,0 +1,168 @@
+"""Settings the harness gives a PostgreSQL 18 server, split by when they can change.
+
+PostgreSQL decides per GUC when a new value may take effect (``GucContext`` in ``guc.h``): some
+only at postmaster start (``io_method``, ``shared_buffers``, ``io_max_combine_limit``,
+``debug_io_direct``), some on a configuration reload (``io_workers``), the rest per session
+(``io_combine_limit``, the I/O concurrencies, planner switches, ...). The harness mirrors that
+split with two frozen dataclasses:
+
+* :class:`ServerSettings` — what the server must be started (or reloaded) with. ``None`` means
+  "PostgreSQL's default" on a server the harness runs and "whatever it has" on a server reached
+  through a DSN.
+* :class:`SessionSettings` — applied with ``SET`` on the measured connection after a
+  ``RESET ALL``, so a session's state never leaks into the next measurement.
+
+Values use PostgreSQL's own GUC names and base units (blocks for ``shared_buffers`` and the
+combine limits, kB for ``vacuum_buffer_usage_limit``, ms for ``statement_timeout``) and are
+checked on construction against PostgreSQL's ranges (``guc_tables.c``). Which of the server
+settings need a restart and which a reload is read from the running server's ``pg_settings``
+rather than assumed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+__all__ = ["ServerSettings", "SessionSettings"]
+
+_IO_METHODS = ("sync", "worker", "io_uring")
+_DIRECT_IO_FLAGS = ("data", "wal", "wal_init")
+_INT_MAX = 2**31 - 1
+_PLANNER_NAME = re.compile(r"^enable_[a-z_]+$")
+
+
+def _check_int(name: str, value: int | None, low: int, high: int, *, zero_ok: bool = False) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if zero_ok and value == 0:
+        return
+    if not low <= value <= high:
+        allowed = f"{low}..{high}" + (" or 0" if zero_ok else "")
+        raise ValueError(f"{name} = {value} is out of range; allowed: {allowed}")
+
+
+def _check_bool(name: str, value: bool | None) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{name} must be True, False or None, got {value!r}")
+
+
+def _guc_bool(value: bool) -> str:
+    return "on" if value else "off"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Postmaster-level and reload-level GUCs (``PGC_POSTMASTER`` / ``PGC_SIGHUP`` in ``guc.h``).
+
+    ``shared_buffers`` and ``io_max_combine_limit`` are in 8 kB blocks; ``debug_io_direct`` is
+    PostgreSQL's comma-separated list (``""``, ``"data"``, ``"data,wal"``, ...).
+    """
+
+    io_method: str | None = None
+    shared_buffers: int | None = None
+    io_max_combine_limit: int | None = None
+    io_workers: int | None = None
+    debug_io_direct: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.io_method is not None and self.io_method not in _IO_METHODS:
+            raise ValueError(
+                f"io_method = {self.io_method!r} is not valid; allowed: {', '.join(_IO_METHODS)}"
+            )
+        _check_int("shared_buffers", self.shared_buffers, 16, 2**30 - 1)
+        _check_int("io_max_combine_limit", self.io_max_combine_limit, 1, 128)
+        _check_int("io_workers", self.io_workers, 1, 32)
+        if self.debug_io_direct is not None:
+            flags = [f.strip() for f in self.debug_io_direct.split(",") if f.strip()]
+            bad = [f for f in flags if f not in _DIRECT_IO_FLAGS]
+            if bad:
+                raise ValueError(
+                    f"debug_io_direct = {self.debug_io_direct!r} has unknown flag(s) {bad}; "
+                    f"allowed: {', '.join(_DIRECT_IO_FLAGS)} (comma-separated) or ''"
+                )
+
+    def to_gucs(self) -> dict[str, str]:
+        """The settings that are not ``None``, as GUC name -> configuration-file value."""
+        out: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if f.name == "debug_io_direct":
+                flags = [x.strip() for x in str(value).split(",") if x.strip()]
+                out[f.name] = ",".join(flags)
+            else:
+                out[f.name] = str(value)
+        return out
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """Per-session GUCs set on the measured client backend (``PGC_USERSET``/``PGC_SUSET``).
+
+    ``max_parallel_workers_per_gather`` defaults to 0 so every scan runs in the measured backend
+    (parallel workers would be other backends, and their reads would not be that session's).
+    ``planner`` maps ``enable_*`` switch names to on/off.
+    """
+
+    io_combine_limit: int | None = None
+    effective_io_concurrency: int | None = None
+    maintenance_io_concurrency: int | None = None
+    synchronize_seqscans: bool | None = None
+    max_parallel_workers_per_gather: int | None = 0
+    vacuum_buffer_usage_limit: int | None = None
+    zero_damaged_pages: bool | None = None
+    ignore_checksum_failure: bool | None = None
+    statement_timeout: int | None = None
+    planner: Mapping[str, bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_int("io_combine_limit", self.io_combine_limit, 1, 128)
+        _check_int("effective_io_concurrency", self.effective_io_concurrency, 0, 1000)
+        _check_int("maintenance_io_concurrency", self.maintenance_io_concurrency, 0, 1000)
+        _check_int(
+            "max_parallel_workers_per_gather",
+            self.max_parallel_workers_per_gather,
+            0,
+            1024,
+        )
+        _check_int(
+            "vacuum_buffer_usage_limit (kB)",
+            self.vacuum_buffer_usage_limit,
+            128,
+            16 * 1024 * 1024,
+            zero_ok=True,
+        )
+        _check_int("statement_timeout (ms)", self.statement_timeout, 0, _INT_MAX)
+        _check_bool("synchronize_seqscans", self.synchronize_seqscans)
+        _check_bool("zero_damaged_pages", self.zero_damaged_pages)
+        _check_bool("ignore_checksum_failure", self.ignore_checksum_failure)
+        frozen: dict[str, bool] = {}
+        for name, value in dict(self.planner).items():
+            if not isinstance(name, str) or not _PLANNER_NAME.match(name):
+                raise ValueError(f"planner switch {name!r} is not valid; allowed: names of the form enable_*")
+            _check_bool(name, value)
+            frozen[name] = value
+        # A read-only copy keeps the dataclass honest about being frozen.
+        object.__setattr__(self, "planner", dict(sorted(frozen.items())))
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.to_gucs().items())))
+
+    def to_gucs(self) -> dict[str, str]:
+        """The settings that are not ``None``, as GUC name -> ``SET`` value."""
+        out: dict[str, str] = {}
+        for f in fields(self):
+            if f.name == "planner":
+                continue
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            out[f.name] = _guc_bool(value) if isinstance(value, bool) else str(value)
+        for name, flag in self.planner.items():
+            out[name] = _guc_bool(flag)
+        return out

