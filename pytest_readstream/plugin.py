@@ -1,1 +1,343 @@
-"""pytest-readstream plugin entry point (filled in by the plugin work)."""
+"""pytest-readstream's pytest plugin (the ``pytest11`` entry point ``readstream``).
+
+What happens when, in one run:
+
+``pytest_configure`` (first among plugins)
+    resolve the options once (command line > ``READSTREAM_IMPL`` > ini > default) into a frozen
+    :class:`~pytest_readstream.config.ReadstreamOptions`; load the implementation and check it
+    against the protocol, turning any problem into one ``pytest.UsageError``; read the
+    expectations file; register the hypothesis profiles and, where asked for, hand the seed to
+    hypothesis. Under pytest-xdist the controller does this too, so a bad name fails before any
+    worker starts, and it passes its seed to the workers (``pytest_configure_node``).
+``pytest_collection_modifyitems``
+    validate the ``readstream_*`` markers; apply the expectations file (strict xfails, or skips);
+    warn about expectation lines that match no test.
+``pytest_runtest_setup``
+    attach the test's metadata, skip it when it requires a capability the implementation lacks.
+``pytest_runtest_makereport``
+    attach the scenario; add the reproduction section to a failure.
+``pytest_runtest_logreport`` / ``pytest_terminal_summary`` / ``pytest_sessionfinish``
+    gather results where reports arrive (the xdist controller), print the summary, write the
+    JSON report atomically, also after failures and interruptions.
+
+The module imports nothing heavy: the model, numpy, hypothesis and faker are imported when a
+hook or fixture needs them, so a project that only has the plugin installed pays little.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from .config import (
+    OPTIONS_KEY,
+    WORKERINPUT_SEED,
+    WORKERINPUT_SEED_SOURCE,
+    ReadstreamOptions,
+    add_options,
+    get_options,
+    resolve_options,
+)
+from .fixtures import (
+    CALL_FAILED_KEY,
+    IMPL_KEY,
+    readstream_backend,
+    readstream_clock,
+    readstream_faker,
+    readstream_faults,
+    readstream_impl,
+    readstream_instance,
+    readstream_pool,
+    readstream_relation,
+    readstream_repro,
+    readstream_rng,
+    readstream_seed,
+    readstream_settings,
+    readstream_stats,
+    readstream_storage,
+    readstream_stream_factory,
+    readstream_test_seed,
+    repro_for,
+)
+from .markers import (
+    MARKER_ERROR_KEY,
+    READSTREAM_ITEM_KEY,
+    add_meta,
+    note_missing_capability,
+    register_markers,
+    required_capabilities,
+    validate_item,
+)
+from .reporting import SCENARIO_PROPERTY, Results, write_json_atomically
+
+__all__ = [
+    "readstream_backend",
+    "readstream_clock",
+    "readstream_faker",
+    "readstream_faults",
+    "readstream_impl",
+    "readstream_instance",
+    "readstream_pool",
+    "readstream_relation",
+    "readstream_repro",
+    "readstream_rng",
+    "readstream_seed",
+    "readstream_settings",
+    "readstream_stats",
+    "readstream_storage",
+    "readstream_stream_factory",
+    "readstream_test_seed",
+]
+
+
+@dataclass
+class _State:
+    """The plugin's per-run state (in ``config.stash``; never module globals, for pytester)."""
+
+    options: ReadstreamOptions
+    implementation: Any
+    is_worker: bool
+    xfails: list[Any] = field(default_factory=list)
+    results: Results = field(default_factory=Results)
+    report_written: str | None = None
+    report_error: str | None = None
+
+
+_STATE_KEY = pytest.StashKey[_State]()
+
+
+def _state(config: pytest.Config) -> _State:
+    return config.stash[_STATE_KEY]
+
+
+def _is_readstream(item: pytest.Item) -> bool:
+    return item.stash.get(READSTREAM_ITEM_KEY, False)
+
+
+# ------------------------------------------------------------------------------------ start-up
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def _load(opts: ReadstreamOptions) -> Any:
+    from .implementations import ImplementationNotFound, load_implementation
+
+    try:
+        return load_implementation(opts.impl, pg_dsn=opts.pg_dsn, pg_bindir=opts.pg_bindir)
+    except ImplementationNotFound as err:
+        text = " ".join(str(err).split())  # one line, whatever the underlying error printed
+        raise pytest.UsageError(
+            f"--readstream-impl={opts.impl} (from {opts.describe_impl_source()}): {text}"
+        ) from None
+
+
+def _setup_hypothesis(config: pytest.Config, opts: ReadstreamOptions) -> None:
+    profile = getattr(config.option, "hypothesis_profile", None)
+    if not profile and "hypothesis" not in sys.modules:
+        return
+    from .hypothesis_profiles import OWN_PROFILES, register_profiles
+
+    register_profiles()
+    # One seed drives hypothesis too when the run asked for reproducibility: one of our profiles,
+    # or a seed chosen by the user. An explicit --hypothesis-seed always wins.
+    if (
+        hasattr(config.option, "hypothesis_seed")
+        and config.option.hypothesis_seed is None
+        and (profile in OWN_PROFILES or opts.seed_given)
+    ):
+        config.option.hypothesis_seed = str(opts.seed)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    register_markers(config)
+    opts = resolve_options(config)
+    config.stash[OPTIONS_KEY] = opts
+    impl = _load(opts)
+    config.stash[IMPL_KEY] = impl
+    state = _State(options=opts, implementation=impl, is_worker=hasattr(config, "workerinput"))
+    if opts.xfails is not None:
+        from .xfails import parse_xfails
+
+        state.xfails = parse_xfails(opts.xfails)
+    config.stash[_STATE_KEY] = state
+    if not state.is_worker:
+        config.pluginmanager.register(_Results(config), "readstream-results")
+    _setup_hypothesis(config, opts)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: give every worker the controller's seed."""
+    opts = get_options(node.config)
+    node.workerinput[WORKERINPUT_SEED] = opts.seed
+    node.workerinput[WORKERINPUT_SEED_SOURCE] = opts.seed_source
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE_KEY, None)
+    if state is None:
+        return
+    close = getattr(state.implementation, "close", None)
+    if callable(close):
+        close()
+
+
+def _impl_description(config: pytest.Config) -> str:
+    state = _state(config)
+    opts = state.options
+    impl = state.implementation
+    caps = ", ".join(sorted(impl.capabilities)) or "none"
+    source = "" if opts.impl_source == "default" else f", from {opts.describe_impl_source()}"
+    return f"{opts.impl} ({type(impl).__name__}{source}); capabilities: {caps}"
+
+
+def _seed_description(opts: ReadstreamOptions) -> str:
+    how = "random" if not opts.seed_given else opts.seed_source
+    return f"{opts.seed} ({how}; reproduce with --readstream-seed={opts.seed})"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    opts = get_options(config)
+    return [
+        f"readstream: implementation {_impl_description(config)}",
+        f"readstream: seed {_seed_description(opts)}",
+    ]
+
+
+# ------------------------------------------------------------------------------------ collection
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    for item in items:
+        validate_item(item)
+    state = _state(config)
+    opts = state.options
+    if opts.xfails is None:
+        return
+    import warnings
+
+    from .xfails import ReadstreamXfailsWarning, apply_xfails
+
+    unused = apply_xfails(items, state.xfails, opts.xfails, as_skips=opts.xfails_as_skips)
+    for entry in unused:
+        warnings.warn(
+            ReadstreamXfailsWarning(
+                f"--readstream-xfails {opts.xfails.name} line {entry.lineno}: {entry.prefix!r} "
+                "matches no collected test (renamed or removed? delete the line)"
+            ),
+            stacklevel=1,
+        )
+
+
+# ------------------------------------------------------------------------------------ running
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if not _is_readstream(item):
+        return
+    state = _state(item.config)
+    add_meta(item, state.options.impl)
+    problem = item.stash.get(MARKER_ERROR_KEY, None)
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
+    needed = required_capabilities(item)
+    if not needed:
+        return
+    from .implementations import capabilities_for
+    from .protocol import CAPABILITIES
+    from .scenario import settings_for_item
+
+    try:
+        settings = settings_for_item(item)
+    except Exception:  # the readstream_settings fixture will report the bad settings itself
+        settings = None
+    have = capabilities_for(state.implementation, settings)
+    missing = [cap for cap in needed if cap not in have]
+    if missing:
+        for cap in missing:
+            note_missing_capability(item, cap)
+        name = getattr(state.implementation, "name", state.options.impl)
+        pytest.skip(
+            f"implementation {name!r} lacks "
+            + ", ".join(f"capability {cap!r} ({CAPABILITIES[cap]})" for cap in missing)
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    readstream = _is_readstream(item)
+    if readstream and call.when == "teardown":
+        # The teardown report is the last one: it carries the complete scenario.
+        item.user_properties.append((SCENARIO_PROPERTY, repro_for(item).as_dict()))
+    report: pytest.TestReport = yield
+    if readstream and report.failed:
+        already = item.stash.get(CALL_FAILED_KEY, False)
+        if call.when == "call":
+            item.stash[CALL_FAILED_KEY] = True
+        if not already:
+            report.sections.append(("readstream reproduction", repro_for(item).render()))
+    return report
+
+
+# ------------------------------------------------------------------------------------ results
+class _Results:
+    """Where reports arrive (a serial run, or the xdist controller): summary and JSON report."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        _state(self.config).results.add_report(report)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        state = _state(self.config)
+        path = state.options.report
+        if path is None:
+            return
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            plugin_version = version("pytest-readstream")
+        except PackageNotFoundError:
+            plugin_version = "unknown"
+        impl = state.implementation
+        data = state.results.as_report(
+            implementation={
+                "spec": state.options.impl,
+                "source": state.options.impl_source,
+                "name": getattr(impl, "name", None),
+                "class": f"{type(impl).__module__}.{type(impl).__qualname__}",
+                "capabilities": sorted(impl.capabilities),
+            },
+            seed=state.options.seed,
+            exitstatus=int(exitstatus),
+            interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
+            plugin_version=plugin_version,
+        )
+        try:
+            write_json_atomically(path, data)
+            state.report_written = str(path)
+        except OSError as err:
+            state.report_error = f"could not write --readstream-report {str(path)!r}: {err}"
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        state = _state(config)
+        opts = state.options
+        if not state.results.readstream_tests() and opts.impl_source == "default" and opts.report is None:
+            return  # nothing of ours ran and nothing was asked of us
+        terminalreporter.section("readstream")
+        lines = state.results.summary_lines(
+            impl_line=f"implementation: {_impl_description(config)}",
+            seed_line=f"seed: {_seed_description(opts)}",
+        )
+        for line in lines:
+            terminalreporter.write_line(line)
+        if state.report_written:
+            terminalreporter.write_line(f"report written to {state.report_written}")
+        if state.report_error:
+            terminalreporter.write_line(state.report_error, red=True)

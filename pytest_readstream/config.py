@@ -1,0 +1,266 @@
+"""The plugin's configuration: options, ini keys and the environment, resolved once.
+
+Every setting can come from four places. The first that gives a value wins:
+
+1. the command line (``--readstream-impl=NAME``);
+2. the environment (only ``READSTREAM_IMPL``: CI matrices set it per job);
+3. the ini file (``readstream_impl = NAME`` in ``pytest.ini``, ``[tool.pytest.ini_options]``, ...);
+4. the default.
+
+The result is one frozen :class:`ReadstreamOptions`, kept in ``config.stash`` as pytest-postgresql
+and hypothesis keep theirs, so fixtures and hooks never re-read options and cannot disagree. Each
+value remembers where it came from, so an error can say "from READSTREAM_IMPL" instead of leaving
+the user to guess which of three places holds the typo.
+
+The seed is special: under pytest-xdist the controller chooses it (or takes the user's) and hands
+it to every worker in ``workerinput``, so all workers draw from the same seed the header printed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = [
+    "ENV_IMPL",
+    "DEFAULT_IMPL",
+    "WORKERINPUT_SEED",
+    "WORKERINPUT_SEED_SOURCE",
+    "ReadstreamOptions",
+    "OPTIONS_KEY",
+    "add_options",
+    "resolve_options",
+    "get_options",
+]
+
+ENV_IMPL = "READSTREAM_IMPL"
+DEFAULT_IMPL = "reference"
+WORKERINPUT_SEED = "readstream_seed"
+WORKERINPUT_SEED_SOURCE = "readstream_seed_source"
+_SEED_MAX = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class ReadstreamOptions:
+    """The plugin's settings for one pytest run, with where each came from.
+
+    ``*_source`` is one of ``"command line"``, ``"environment"``, ``"ini"``, ``"default"`` or
+    ``"random"`` (a seed nobody gave). An xdist worker reports its controller's source.
+    """
+
+    impl: str
+    impl_source: str
+    seed: int
+    seed_source: str
+    report: Path | None
+    xfails: Path | None
+    xfails_as_skips: bool
+    pg_dsn: str | None
+    pg_bindir: str | None
+
+    @property
+    def seed_given(self) -> bool:
+        """Whether somebody chose the seed (it was not drawn at random for this run)."""
+        return self.seed_source != "random"
+
+    def describe_impl_source(self) -> str:
+        """Where the implementation name came from, as an error message says it."""
+        return {
+            "command line": "--readstream-impl",
+            "environment": f"environment variable {ENV_IMPL}",
+            "ini": "ini option readstream_impl",
+            "default": "the default",
+        }[self.impl_source]
+
+
+OPTIONS_KEY = pytest.StashKey[ReadstreamOptions]()
+
+
+def _seed_arg(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an integer: allowed 0..{_SEED_MAX} (decimal or 0x-hex)"
+        ) from None
+    if not 0 <= value <= _SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: allowed 0..{_SEED_MAX}")
+    return value
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Declare the ``--readstream-*`` options and ``readstream_*`` ini keys."""
+    group = parser.getgroup("readstream", "pytest-readstream (PostgreSQL read streams)")
+    group.addoption(
+        "--readstream-impl",
+        dest="readstream_impl",
+        metavar="NAME",
+        default=None,
+        help=(
+            "implementation under test: reference (default), mutant:<bug>, postgres, "
+            f"package.module:attr, or an entry-point name (env {ENV_IMPL}, ini readstream_impl)"
+        ),
+    )
+    group.addoption(
+        "--readstream-seed",
+        dest="readstream_seed",
+        metavar="N",
+        type=_seed_arg,
+        default=None,
+        help="seed for every random choice (default: random, printed in the header)",
+    )
+    group.addoption(
+        "--readstream-report",
+        dest="readstream_report",
+        metavar="PATH.json",
+        default=None,
+        help="write a JSON report of the run (written even when tests fail or the run is interrupted)",
+    )
+    group.addoption(
+        "--readstream-xfails",
+        dest="readstream_xfails",
+        metavar="FILE",
+        default=None,
+        help="expectations file: one test-id prefix per line (# comments); matching tests are strict xfails",
+    )
+    group.addoption(
+        "--readstream-xfails-as-skips",
+        dest="readstream_xfails_as_skips",
+        action="store_true",
+        default=None,
+        help="skip the tests listed in --readstream-xfails instead of running them as xfails",
+    )
+    group.addoption(
+        "--readstream-pg-dsn",
+        dest="readstream_pg_dsn",
+        metavar="URI",
+        default=None,
+        help="for --readstream-impl=postgres: a running PostgreSQL 18 server to use (libpq URI)",
+    )
+    group.addoption(
+        "--readstream-pg-bindir",
+        dest="readstream_pg_bindir",
+        metavar="DIR",
+        default=None,
+        help="for --readstream-impl=postgres: a PostgreSQL 18 bin directory to start servers from",
+    )
+    parser.addini("readstream_impl", "implementation under test (see --readstream-impl)", default="")
+    parser.addini("readstream_seed", "seed for every random choice (see --readstream-seed)", default="")
+    parser.addini("readstream_report", "JSON report path, relative to the ini file", default="")
+    parser.addini("readstream_xfails", "expectations file, relative to the ini file", default="")
+    parser.addini(
+        "readstream_xfails_as_skips",
+        "skip the tests listed in the expectations file",
+        type="bool",
+        default=False,
+    )
+    parser.addini("readstream_pg_dsn", "PostgreSQL server URI for the postgres implementation", default="")
+    parser.addini(
+        "readstream_pg_bindir", "PostgreSQL bin directory for the postgres implementation", default=""
+    )
+
+
+def _ini_str(config: pytest.Config, name: str) -> str | None:
+    value = config.getini(name)
+    if isinstance(value, str):
+        value = value.strip()
+    return value or None
+
+
+def _ini_base(config: pytest.Config) -> Path:
+    inipath = config.inipath
+    return inipath.parent if inipath is not None else config.rootpath
+
+
+def _path(config: pytest.Config, option: str, ini: str) -> Path | None:
+    given = config.getoption(option)
+    if given:
+        return (config.invocation_params.dir / given).resolve()
+    from_ini = _ini_str(config, ini)
+    if from_ini:
+        return (_ini_base(config) / from_ini).resolve()
+    return None
+
+
+def _impl(config: pytest.Config) -> tuple[str, str]:
+    given = config.getoption("readstream_impl")
+    if given is not None and given.strip():
+        return given.strip(), "command line"
+    env = os.environ.get(ENV_IMPL, "").strip()
+    if env:
+        return env, "environment"
+    ini = _ini_str(config, "readstream_impl")
+    if ini:
+        return ini, "ini"
+    return DEFAULT_IMPL, "default"
+
+
+def _seed(config: pytest.Config) -> tuple[int, str]:
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None and WORKERINPUT_SEED in workerinput:
+        # The controller's own source ("random", "command line", ...) travels with the seed, so a
+        # worker knows whether somebody chose it.
+        return int(workerinput[WORKERINPUT_SEED]), str(workerinput.get(WORKERINPUT_SEED_SOURCE, "random"))
+    given = config.getoption("readstream_seed")
+    if given is not None:
+        return given, "command line"
+    ini = _ini_str(config, "readstream_seed")
+    if ini:
+        try:
+            value = int(ini, 0)
+        except ValueError:
+            raise pytest.UsageError(
+                f"ini option readstream_seed = {ini!r} is not an integer: allowed 0..{_SEED_MAX}"
+            ) from None
+        if not 0 <= value <= _SEED_MAX:
+            raise pytest.UsageError(
+                f"ini option readstream_seed = {value} is out of range: allowed 0..{_SEED_MAX}"
+            )
+        return value, "ini"
+    # Not global random state: a fresh draw that the header prints so the run can be repeated.
+    return secrets.randbelow(_SEED_MAX + 1), "random"
+
+
+def _optional_str(config: pytest.Config, option: str, ini: str) -> str | None:
+    given = config.getoption(option)
+    if given:
+        return str(given)
+    return _ini_str(config, ini)
+
+
+def resolve_options(config: pytest.Config) -> ReadstreamOptions:
+    """Read every source once and build the run's :class:`ReadstreamOptions`."""
+    impl, impl_source = _impl(config)
+    seed, seed_source = _seed(config)
+    as_skips = config.getoption("readstream_xfails_as_skips")
+    if as_skips is None:
+        as_skips = bool(config.getini("readstream_xfails_as_skips"))
+    return ReadstreamOptions(
+        impl=impl,
+        impl_source=impl_source,
+        seed=seed,
+        seed_source=seed_source,
+        report=_path(config, "readstream_report", "readstream_report"),
+        xfails=_path(config, "readstream_xfails", "readstream_xfails"),
+        xfails_as_skips=bool(as_skips),
+        pg_dsn=_optional_str(config, "readstream_pg_dsn", "readstream_pg_dsn"),
+        pg_bindir=_optional_str(config, "readstream_pg_bindir", "readstream_pg_bindir"),
+    )
+
+
+def get_options(config: pytest.Config) -> ReadstreamOptions:
+    """The run's options (resolved in ``pytest_configure``)."""
+    try:
+        return config.stash[OPTIONS_KEY]
+    except KeyError:
+        raise RuntimeError(
+            "pytest-readstream is not configured in this session (was the plugin disabled with "
+            "-p no:readstream?)"
+        ) from None

