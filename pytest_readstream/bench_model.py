@@ -1,0 +1,182 @@
+"""How fast is the model itself? (``readstream bench model``)
+
+The model is only useful if a 64 GiB benchmark simulates in seconds. This benchmark measures,
+in one run, the Python cost of one block of a streamed all-miss sequential scan through the whole
+model (stream, buffer manager, pool, I/O method, device) and of a bare loop that does the least
+any simulation must do per block (pin and unpin it through a dict), and reports their ratio,
+the model's blocks per second, and the peak resident memory of simulating an 8,388,608-block
+(64 GiB) scan, measured in a fresh subprocess so that nothing else in this process counts.
+
+Times are the process's CPU time (``time.process_time``), so that other programs sharing the
+machine do not count; each side is timed several times, interleaved, and the fastest round is
+kept. :func:`profile_model` lists where the model spends
+its time (cProfile), for the lead who optimises the core.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import pstats
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from reference_impl import (
+    BlockRangeReadStreamPrivate,
+    Instance,
+    Settings,
+    begin_stream,
+    block_range_read_stream_cb,
+)
+
+__all__ = [
+    "run_model_benchmark",
+    "format_model_benchmark",
+    "profile_model",
+    "model_scan",
+    "bare_pin_loop",
+    "measure_peak_rss_mb",
+    "RSS_BLOCKS_64GIB",
+]
+
+RSS_BLOCKS_64GIB = 8_388_608
+
+
+def model_scan(nblocks: int) -> float:
+    """Seconds to simulate a streamed, all-miss sequential scan of ``nblocks`` blocks."""
+    inst = Instance(Settings(io_method="worker", debug_io_direct="data"), device="nvme", record_reads=False)
+    rel = inst.create_relation("bench", nblocks)
+    be = inst.backend()
+    t0 = time.process_time()
+    stream = begin_stream(be, rel, block_range_read_stream_cb, BlockRangeReadStreamPrivate(0, nblocks))
+    release = be.release_buffer
+    next_buffer = stream.next_buffer
+    while True:
+        buf = next_buffer()
+        if buf < 0:
+            break
+        release(buf)
+    stream.end()
+    elapsed = time.process_time() - t0
+    if be.stats.shared_blks_read != nblocks:
+        raise RuntimeError(
+            f"model benchmark read {be.stats.shared_blks_read} blocks instead of {nblocks}: "
+            "the scan was not all-miss"
+        )
+    return elapsed
+
+
+def bare_pin_loop(nblocks: int) -> float:
+    """Seconds for a loop that only pins and unpins each block through a dict."""
+    pins: dict[int, int] = {}
+    base = 16384 << 34
+    t0 = time.process_time()
+    for b in range(nblocks):
+        tag = base + b
+        pins[tag] = pins.get(tag, 0) + 1
+        left = pins[tag] - 1
+        if left:
+            pins[tag] = left
+        else:
+            del pins[tag]
+    return time.process_time() - t0
+
+
+def _rss_child(nblocks: int) -> None:
+    """Subprocess entry: simulate the scan, print the peak RSS in MB as JSON."""
+    import resource
+
+    model_scan(nblocks)
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"peak_rss_mb": round(kb / 1024.0, 1)}))
+
+
+def measure_peak_rss_mb(nblocks: int = RSS_BLOCKS_64GIB, timeout_s: float = 1800.0) -> float:
+    """Peak RSS (MB) of a fresh interpreter simulating a streamed scan of ``nblocks`` blocks."""
+    code = f"from pytest_readstream.bench_model import _rss_child; _rss_child({int(nblocks)})"
+    env = dict(os.environ)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"RSS measurement subprocess failed: {proc.stderr.strip()[-500:]}")
+    return float(json.loads(proc.stdout.strip().splitlines()[-1])["peak_rss_mb"])
+
+
+def run_model_benchmark(
+    json_path: str | os.PathLike[str] | None = None,
+    *,
+    nblocks: int = 200_000,
+    rounds: int = 3,
+    rss_nblocks: int | None = RSS_BLOCKS_64GIB,
+) -> dict[str, Any]:
+    """Time the model against the bare loop; measure peak RSS of a 64 GiB scan in a subprocess.
+
+    Returns ``{"model_ns_per_block", "bare_ns_per_block", "ratio", "blocks_per_second",
+    "peak_rss_mb_64gib"}`` (plus the sizes used); writes it to ``json_path`` if given.
+    ``rss_nblocks=None`` skips the memory measurement (the key is then ``None``).
+    """
+    if not isinstance(nblocks, int) or nblocks < 1000:
+        raise ValueError(f"nblocks = {nblocks!r} is too small: allowed an int >= 1000")
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds = {rounds!r} is invalid: allowed an int >= 1")
+    model_scan(min(nblocks, 5000))  # warm imports and caches
+    model_best = bare_best = float("inf")
+    for _ in range(rounds):
+        model_best = min(model_best, model_scan(nblocks))
+        bare_best = min(bare_best, bare_pin_loop(nblocks))
+    model_ns = model_best / nblocks * 1e9
+    bare_ns = bare_best / nblocks * 1e9
+    result: dict[str, Any] = {
+        "model_ns_per_block": round(model_ns, 1),
+        "bare_ns_per_block": round(bare_ns, 1),
+        "ratio": round(model_ns / bare_ns, 2),
+        "blocks_per_second": round(1e9 / model_ns),
+        "peak_rss_mb_64gib": None if rss_nblocks is None else measure_peak_rss_mb(rss_nblocks),
+        "nblocks_timed": nblocks,
+        "rss_nblocks": rss_nblocks,
+        "goals": {"ratio_max": 3.0, "peak_rss_mb_max": 300.0},
+    }
+    if json_path is not None:
+        Path(json_path).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_model_benchmark(result: dict[str, Any]) -> str:
+    """A few human-readable lines for the benchmark result."""
+    rss = result.get("peak_rss_mb_64gib")
+    lines = [
+        f"model: {result['model_ns_per_block']:.0f} ns/block ({result['blocks_per_second']:,} blocks/s)",
+        f"bare pin/unpin loop: {result['bare_ns_per_block']:.0f} ns/block",
+        f"ratio: {result['ratio']:.1f} (goal <= 3)",
+        "peak RSS of a 64 GiB scan: " + ("not measured" if rss is None else f"{rss:.0f} MB (goal < 300)"),
+    ]
+    return "\n".join(lines)
+
+
+def profile_model(nblocks: int = 50_000, top: int = 15) -> list[dict[str, Any]]:
+    """cProfile of :func:`model_scan`: the ``top`` functions by own time, with their share."""
+    prof = cProfile.Profile()
+    prof.enable()
+    model_scan(nblocks)
+    prof.disable()
+    stats = pstats.Stats(prof)
+    total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
+    rows = []
+    for (path, line, func), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append(
+            {
+                "function": f"{Path(path).name}:{line}({func})",
+                "calls": ncalls,
+                "own_s": round(tottime, 4),
+                "cum_s": round(cumtime, 4),
+                "own_share": round(tottime / total, 3) if total else 0.0,
+                "ns_per_block": round(tottime / nblocks * 1e9, 1),
+            }
+        )
+    rows.sort(key=lambda r: r["own_s"], reverse=True)
+    return rows[:top]
