@@ -129,7 +129,7 @@ def test_abort_without_end_leaves_staged_sync_reads_invalid(io_method: str, read
         assert invalid and resident == {0, 1, 2}
     # evict skips mapped-but-invalid buffers, as pg_buffercache_evict_relation does
     evicted, skipped = inst.evict(rel)
-    assert skipped == len(invalid)
+    assert skipped == len(invalid) and evicted == len(resident)
 
 
 def test_start_read_buffers_cuts_at_a_hit_and_forwards_it() -> None:

@@ -96,7 +96,7 @@ def test_fault_plan_validation_and_ledger() -> None:
     inst = Instance(Settings(io_method="sync"), faults=plan)
     rel = inst.create_relation("t", 10)
     be = inst.backend()
-    with pytest.raises(ReadIOError, match="could not read blocks 3..3"):
+    with pytest.raises(ReadIOError, match=r"could not read blocks 3\.\.3"):
         be.read_buffer(rel, 3)
     assert plan.ledger and plan.ledger[0]["fault"] == "eio"
     be.abort()
