@@ -41,6 +41,7 @@ semantics). ``read_stream_master.py`` holds the v19 development variant.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -231,6 +232,8 @@ class ReadStream:
         self.ended = False
         self.callback_ended = False
         self.last_data: Any = None
+        # Debug mode: blocks the callback produced that no started read has covered yet.
+        self._produced: deque[int] = deque()
         record = backend.stats.read_log is not None
         self.stats = ReadStreamStats(capacity=max_pinned, distance_history=[] if record else None)
         self._note_distance()
@@ -273,7 +276,20 @@ class ReadStream:
             raise ModelUsageError(
                 f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
             )
+        elif self.debug:
+            self._produced.append(blocknum)
         return blocknum
+
+    def _check_started(self, first: int, n: int) -> None:
+        """Debug: a started read covers exactly the next blocks the callback produced, in order."""
+        produced = self._produced
+        for b in range(first, first + n):
+            if not produced or produced[0] != b:
+                expected = produced[0] if produced else "nothing"
+                raise InvariantViolation(
+                    f"read of block {b} started, but the next block the callback produced is {expected}"
+                )
+            produced.popleft()
 
     def _unget_block(self, blocknum: int) -> None:
         """``read_stream_unget_block``."""
@@ -325,6 +341,8 @@ class ReadStream:
             op, self.buffers, buffer_index, self.pending_read_blocknum, nblocks, flags
         )
         self.pinned_buffers += nblocks
+        if self.debug:
+            self._check_started(self.pending_read_blocknum, nblocks)
         st = self.stats
         if not need_wait:
             st.hits += 1
@@ -494,6 +512,8 @@ class ReadStream:
                     op, slot, 0, next_blocknum, 1, flags, allow_forwarding=False
                 )
                 buffers[oldest] = slot[0]
+                if self.debug:
+                    self._check_started(next_blocknum, 1)
                 self.stats.buffers_returned += 1
                 self.stats.fast_path_returns += 1
                 if not need_wait:
@@ -590,6 +610,10 @@ class ReadStream:
         self._begin_reset()
         self._drain()
         self._finish_reset()
+        # What the callback produced and no read covered is dropped: only the ungot block.
+        self._produced.clear()
+        if self.pinned_buffers or self.forwarded_buffers:
+            raise InvariantViolation(f"reset() left {self.pinned_buffers + self.forwarded_buffers} pins held")
 
     def _begin_reset(self) -> None:
         """Stop looking ahead; PostgreSQL 18 keeps the pending read (the drain reads it)."""

@@ -186,3 +186,21 @@ def test_master_stats_capacity_and_counts() -> None:
         be.release_buffer(b)
     s.end()
     assert stats.distance_capacity == 94 and stats.prefetch_count == 64 and stats.io_nblocks == 64
+
+
+def test_debug_mode_catches_a_lost_unget() -> None:
+    """A stream that forgets the block it could not start reads the wrong blocks: caught."""
+    from reference_impl import InvalidBlockNumber, ReadStream
+
+    class LosesUngotBlock(ReadStream):
+        def _unget_block(self, blocknum: int) -> None:
+            return None
+
+    inst = Instance(Settings(io_combine_limit=4, effective_io_concurrency=1), debug=True)
+    rel = inst.create_relation("t", 100)
+    be = inst.backend()
+    blocks = iter([0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23, 40, 41, 42, 43, 50])
+    s = LosesUngotBlock(be, rel, lambda st, p: next(blocks, InvalidBlockNumber))
+    with pytest.raises(InvariantViolation, match="next block the callback produced"):
+        while (b := s.next_buffer()) != INVALID_BUFFER:
+            be.release_buffer(b)
