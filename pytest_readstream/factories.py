@@ -9,7 +9,7 @@ plan shared by a whole module) makes named variants here::
 
     hdd = factories.readstream_storage_factory("hdd")
     slow_instance = factories.readstream_instance_factory(storage="hdd", settings={"io_method": "sync"})
-    big_table = factories.readstream_relation_factory("sequential", nblocks=20_000, instance="slow_instance")
+    big_table = factories.readstream_relation_factory("bulk", nblocks=20_000, instance="slow_instance")
 
     # test_mine.py
     def test_big_scan(slow_instance, big_table): ...
@@ -169,22 +169,27 @@ def readstream_relation_factory(
     instance: str = "readstream_instance",
     name: str | None = None,
     scope: _Scope = "function",
-    **params: Any,
+    **fields: Any,
 ) -> Callable[..., Any]:
     """A fixture building a synthetic relation in the instance of fixture ``instance``.
 
-    ``shape`` is a shape name of ``reference_impl.relations.SHAPES`` or a ``RelationSpec``;
-    ``params`` override the shape's parameters (``nblocks=...``); ``name`` names the relation.
+    ``shape`` is a name of ``reference_impl.relations.SHAPES`` or a ``RelationSpec``; ``fields``
+    override the spec's fields (``nblocks=...``) or, without a shape, describe it (its seed is
+    then the test's seed unless given); ``name`` names the relation (give each relation of one
+    instance its own). The fixture returns a ``SyntheticRelation`` (``.heap`` is the table).
     """
     from ._relations import make_spec
 
-    spec = make_spec(shape, params, name=name, where="readstream_relation_factory")
+    make_spec(shape, fields, name=name, where="readstream_relation_factory")  # validate at import
 
     @pytest.fixture(scope=scope)  # type: ignore[misc]
     def relation_fixture(request: pytest.FixtureRequest) -> Any:
         from ._relations import build
 
         inst = request.getfixturevalue(instance)
+        spec = make_spec(
+            shape, fields, name=name, seed=_seed_for(request), where="readstream_relation_factory"
+        )
         if scope == "function":
             repro_for(request.node).record(relation=spec)
         return build(inst, spec)

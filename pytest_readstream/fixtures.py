@@ -250,12 +250,16 @@ def readstream_backend(readstream_instance: Any) -> Any:
 
 
 @pytest.fixture
-def readstream_relation(request: pytest.FixtureRequest, readstream_instance: Any) -> Any:
-    """A synthetic relation built into the instance (``reference_impl.relations``).
+def readstream_relation(
+    request: pytest.FixtureRequest, readstream_instance: Any, readstream_test_seed: int
+) -> Any:
+    """A synthetic relation built into the instance: a ``reference_impl.relations.SyntheticRelation``.
 
-    Its spec comes from the marker ``@pytest.mark.readstream_relation("clustered", nblocks=500)``
-    or an indirect parameter (a shape name, a ``RelationSpec`` or ``{"shape": ..., **params}``);
-    by default the ``sequential`` shape.
+    ``readstream_relation.heap`` is the table's ``Relation`` (what a stream reads),
+    ``.spec`` its ``RelationSpec``, ``.indexes`` its indexes. The spec comes from the marker
+    ``@pytest.mark.readstream_relation("bulk")`` / ``readstream_relation(nblocks=500, dead_fraction=0.1)``
+    or an indirect parameter (a shape name, a ``RelationSpec`` or ``{"shape": ..., **fields}``);
+    by default the ``small`` shape. A spec made from fields alone takes the test's seed.
     """
     from ._relations import build, make_spec
 
@@ -265,10 +269,11 @@ def readstream_relation(request: pytest.FixtureRequest, readstream_instance: Any
         if mark.args:
             shape, params = mark.args[0], {}
         params.update(mark.kwargs)
-    spec = make_spec(shape, params, where="@pytest.mark.readstream_relation")
     param = _param(request)
     if param is not NO_PARAM:
-        spec = make_spec(param, {}, where="readstream_relation parameter")
+        spec = make_spec(param, {}, seed=readstream_test_seed, where="readstream_relation parameter")
+    else:
+        spec = make_spec(shape, params, seed=readstream_test_seed, where="@pytest.mark.readstream_relation")
     repro_for(request.node).record(relation=spec)
     return build(readstream_instance, spec)
 
@@ -278,8 +283,8 @@ class StreamFactory:
     """Begins streams of the implementation under test over the test's backend.
 
     Call it as ``factory(rel, callback, private=None, *, fork=MAIN, flags=0, strategy=None,
-    per_buffer_data=False)``. Every block number the callback returns is recorded for the
-    failure report. At teardown, pins the backend still holds fail the test: a stream must hand
+    per_buffer_data=False)``. Each stream's arguments are recorded for the failure report
+    (the block numbers are the test's to record: ``readstream_repro.record(blocks=...)``). At teardown, pins the backend still holds fail the test: a stream must hand
     back every buffer it pinned once it is consumed or ended.
     """
 
@@ -300,21 +305,23 @@ class StreamFactory:
         strategy: Any = None,
         per_buffer_data: bool = False,
     ) -> Any:
-        from reference_impl import ForkNumber, InvalidBlockNumber
+        from reference_impl import ForkNumber
 
-        blocks = self.repro.new_stream()
-
-        def recording_callback(stream: Any, priv: Any) -> Any:
-            result = callback(stream, priv)
-            block = result[0] if isinstance(result, tuple) else result
-            if block != InvalidBlockNumber:
-                blocks.append(int(block))
-            return result
-
+        # The callback is handed over untouched: an implementation may recognise well-known
+        # callbacks (block_range_read_stream_cb) by identity, as the mutants do.
+        self.repro.note_stream(
+            relation=getattr(rel, "name", repr(rel)),
+            fork=int(ForkNumber.MAIN if fork is None else fork),
+            flags=flags,
+            strategy=None if strategy is None else repr(strategy),
+            per_buffer_data=per_buffer_data,
+            callback=getattr(callback, "__qualname__", repr(callback)),
+            private=repr(private),
+        )
         stream = self.impl.begin_stream(
             self.backend,
             rel,
-            recording_callback,
+            callback,
             private,
             fork=ForkNumber.MAIN if fork is None else fork,
             flags=flags,

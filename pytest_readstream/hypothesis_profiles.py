@@ -11,7 +11,8 @@ simulated scan's run time says nothing about the code under test.
 * ``thorough`` — many examples, for a nightly job or before a release.
 
 A project that registered a profile of the same name keeps its own: the plugin only registers
-names that are still free.
+names that are still free, except ``ci``, which replaces hypothesis' own built-in ``ci`` profile
+(derandomized, so blind to the run's seed) unless the project registered a ``ci`` of its own.
 """
 
 from __future__ import annotations
@@ -43,14 +44,18 @@ def _profiles() -> dict[str, dict[str, Any]]:
 
 def register_profiles() -> list[str]:
     """Register the profiles not registered yet; the names registered now."""
+    import hypothesis._settings as internals
     from hypothesis import settings
     from hypothesis.errors import InvalidArgument
 
+    builtin_ci = getattr(internals, "CI", None)
     done = []
     for name, values in _profiles().items():
         try:
-            settings.get_profile(name)
+            existing = settings.get_profile(name)
         except InvalidArgument:
+            existing = None
+        if existing is None or (name == "ci" and existing is builtin_ci):
             settings.register_profile(name, **values)
             done.append(name)
     return done

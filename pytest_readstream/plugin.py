@@ -105,6 +105,7 @@ class _State:
     results: Results = field(default_factory=Results)
     report_written: str | None = None
     report_error: str | None = None
+    restore_hypothesis_seed: tuple[Any] | None = None
 
 
 _STATE_KEY = pytest.StashKey[_State]()
@@ -135,21 +136,32 @@ def _load(opts: ReadstreamOptions) -> Any:
         ) from None
 
 
-def _setup_hypothesis(config: pytest.Config, opts: ReadstreamOptions) -> None:
+def _setup_hypothesis(config: pytest.Config, opts: ReadstreamOptions, state: _State) -> None:
     profile = getattr(config.option, "hypothesis_profile", None)
     if not profile and "hypothesis" not in sys.modules:
         return
+    from hypothesis import settings
+
     from .hypothesis_profiles import OWN_PROFILES, register_profiles
 
-    register_profiles()
+    current = settings.get_current_profile_name()
+    if current in register_profiles():
+        # A conftest loaded this name before the plugin registered it (hypothesis' own "ci"):
+        # load it again so that the plugin's version is the one in force.
+        settings.load_profile(current)
     # One seed drives hypothesis too when the run asked for reproducibility: one of our profiles,
     # or a seed chosen by the user. An explicit --hypothesis-seed always wins.
     if (
         hasattr(config.option, "hypothesis_seed")
         and config.option.hypothesis_seed is None
-        and (profile in OWN_PROFILES or opts.seed_given)
+        and ((profile or current) in OWN_PROFILES or opts.seed_given)
     ):
         config.option.hypothesis_seed = str(opts.seed)
+        # hypothesis keeps the seed in a module global; put it back at unconfigure so that an
+        # in-process run (pytester) does not leak it into the surrounding session.
+        import hypothesis.core
+
+        state.restore_hypothesis_seed = (getattr(hypothesis.core, "global_force_seed", None),)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -167,7 +179,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE_KEY] = state
     if not state.is_worker:
         config.pluginmanager.register(_Results(config), "readstream-results")
-    _setup_hypothesis(config, opts)
+    _setup_hypothesis(config, opts, state)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -182,6 +194,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(_STATE_KEY, None)
     if state is None:
         return
+    if state.restore_hypothesis_seed is not None:
+        import hypothesis.core
+
+        hypothesis.core.global_force_seed = state.restore_hypothesis_seed[0]
     close = getattr(state.implementation, "close", None)
     if callable(close):
         close()

@@ -2,7 +2,8 @@
 
 Each readstream test gets one :class:`Reproduction` (the ``readstream_repro`` fixture, also kept
 in ``item.stash``). The plugin's fixtures fill it as they build things: the settings, the storage
-profile, the fault plan, the relation spec, and every block number a stream's callback produced.
+profile, the fault plan, the relation spec, and the arguments of every stream begun through
+``readstream_stream_factory``.
 A test adds whatever else it generated (``readstream_repro.record(blocks=..., note=...)``).
 
 When the test fails, its report gets a *readstream reproduction* section with the command line
@@ -117,7 +118,7 @@ class Reproduction:
         self.storage: Any = None
         self.faults: Any = None
         self.relations: list[Any] = []
-        self.streams: list[list[int]] = []
+        self.streams: list[dict[str, Any]] = []
         self.extra: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------ recording
@@ -138,11 +139,9 @@ class Reproduction:
             else:
                 self.extra[key] = value
 
-    def new_stream(self) -> list[int]:
-        """A list that collects the block numbers one stream's callback returns."""
-        blocks: list[int] = []
-        self.streams.append(blocks)
-        return blocks
+    def note_stream(self, **arguments: Any) -> None:
+        """Record the arguments a stream was begun with (``readstream_stream_factory`` does)."""
+        self.streams.append(arguments)
 
     # ------------------------------------------------------------------------------ output
     def rerun_command(self) -> str:
@@ -174,9 +173,9 @@ class Reproduction:
         if self.relations:
             data["relations"] = [jsonable(r) for r in self.relations]
         if self.streams:
-            data["stream_blocks"] = [block_runs(s[:_MAX_BLOCKS]) for s in self.streams]
+            data["streams"] = [jsonable(s) for s in self.streams]
         for key, value in self.extra.items():
-            data[key] = block_runs(value) if key == "blocks" else jsonable(value)
+            data[key] = block_runs(value[:_MAX_BLOCKS]) if key == "blocks" else jsonable(value)
         return data
 
     def render(self) -> str:
@@ -199,11 +198,12 @@ class Reproduction:
         for rel in self.relations:
             lines.append(f"relation:       {rel!r}")
         if "blocks" in self.extra:
-            lines.append(f"blocks:         {blocks_expression(block_runs(self.extra['blocks']))}")
+            blocks = self.extra["blocks"]
+            more = f"  # first {_MAX_BLOCKS} of {len(blocks)}" if len(blocks) > _MAX_BLOCKS else ""
+            lines.append(f"blocks:         {blocks_expression(block_runs(blocks[:_MAX_BLOCKS]))}{more}")
         for i, stream in enumerate(self.streams, start=1):
-            shown = stream[:_MAX_BLOCKS]
-            more = f"  # first {_MAX_BLOCKS} of {len(stream)}" if len(stream) > _MAX_BLOCKS else ""
-            lines.append(f"stream {i} blocks: {blocks_expression(block_runs(shown))}{more}")
+            args = ", ".join(f"{k}={v!r}" if k != "private" else f"private={v}" for k, v in stream.items())
+            lines.append(f"stream {i}:       {args}")
         for key, value in self.extra.items():
             if key != "blocks":
                 lines.append(f"{key + ':':<15} {value!r}")

@@ -276,7 +276,12 @@ def device_profiles(*, named: bool = True, custom: bool = True, jitter: bool = F
 
 # ------------------------------------------------------------------------------------ relations
 def relation_specs(*, shapes: tuple[str, ...] | None = None, max_blocks: int = 4096) -> Any:
-    """``reference_impl.relations.RelationSpec`` objects: a named shape with drawn parameters."""
+    """``reference_impl.relations.RelationSpec`` objects of at most ``max_blocks`` blocks.
+
+    Half are named shapes (``shapes``, default all of ``SHAPES``) resized and reseeded; half are
+    drawn field by field: row width, dead tuples, visibility-map coverage and pattern, a btree.
+    Pass ``shapes=()`` for drawn fields only.
+    """
     from ._relations import spec_strategy
 
     return spec_strategy(shapes=shapes, max_blocks=max_blocks)

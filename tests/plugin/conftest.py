@@ -1,0 +1,20 @@
+"""Fixtures for the plugin's own tests (run with ``pytester``)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def with_no_lookahead(pytester: pytest.Pytester) -> str:
+    """Copy the demo implementation into the pytester directory and make it importable."""
+    shutil.copy(HERE / "no_lookahead.py", pytester.path / "no_lookahead.py")
+    pytester.syspathinsert()
+    return "no_lookahead:NoLookaheadImplementation"
