@@ -1,0 +1,298 @@
+"""Declarative descriptions of synthetic relations: ``RelationSpec`` and ``IndexSpec``.
+
+A spec is a frozen dataclass: hashable, comparable, printable, and the same description builds
+the model's relation (``build_relation``) and could build a real server's table. Every field is
+checked when the spec is made; a bad value raises ``SettingError`` naming the field, the value and
+what is allowed, so a hypothesis strategy or a typo fails at once and readably.
+
+Conventions (see ``docs/relations.md`` for the full semantics):
+
+* ``tuples_per_page`` is the number of line pointers (live + dead) on a page: an int, a
+  distribution ``("poisson", mean)`` / ``("uniform", lo, hi)`` drawn per page, or ``None`` to
+  derive it from ``tuple_width`` and ``fillfactor`` as ``INSERT`` would fill pages.
+* ``dead_fraction``: each line pointer of a page that is not all-visible is a dead, unpruned
+  tuple with this probability (an all-visible page has no dead tuples).
+* ``all_visible_fraction`` / ``all_frozen_fraction`` (frozen ⊆ visible) lay out the visibility
+  map by ``vm_pattern``: ``random`` (each block independently), ``prefix`` (the first blocks), or
+  ``runs`` (runs of ``vm_run_blocks`` blocks decided together).
+* ``vacuumed`` (VM and FSM forks exist, sized as VACUUM leaves them), ``empty`` (they exist but
+  have zero length), ``unlogged`` (an init fork exists).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from ..errors import SettingError
+from .layout import (
+    MAX_HEAP_TUPLES_PER_PAGE,
+    heap_tuple_space,
+    heap_tuples_per_page,
+)
+
+__all__ = ["RelationSpec", "IndexSpec", "TuplesPerPage", "INDEX_KINDS", "VM_PATTERNS", "MAX_NBLOCKS"]
+
+INDEX_KINDS = ("btree", "hash", "gist")
+VM_PATTERNS = ("random", "prefix", "runs")
+OVERFLOW_LAYOUTS = ("grouped", "interleaved")
+MAX_NBLOCKS = 0xFFFFFFFF  # MaxBlockNumber + 1
+_MAX_SEED = (1 << 63) - 1
+
+TuplesPerPage = int | tuple[Any, ...] | None
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_int(owner: str, name: str, value: Any, lo: int, hi: int) -> None:
+    if not _is_int(value) or not lo <= value <= hi:
+        raise SettingError(f"{owner}.{name} = {value!r} is out of range: allowed an integer {lo}..{hi}")
+
+
+def _check_fraction(owner: str, name: str, value: Any) -> None:
+    if not _is_real(value) or not 0.0 <= value <= 1.0:
+        raise SettingError(f"{owner}.{name} = {value!r} is out of range: allowed a number 0..1")
+
+
+def _check_bool(owner: str, name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise SettingError(f"{owner}.{name} = {value!r} is invalid: allowed True or False")
+
+
+def check_distribution(owner: str, name: str, value: Any, lo: int, hi: int) -> None:
+    """Validate an int in [lo, hi] or ``("poisson", mean)`` / ``("uniform", a, b)`` within it."""
+    allowed = f'an integer {lo}..{hi}, ("poisson", mean) or ("uniform", lo, hi)'
+    if _is_int(value):
+        if not lo <= value <= hi:
+            raise SettingError(f"{owner}.{name} = {value!r} is out of range: allowed {allowed}")
+        return
+    if isinstance(value, tuple) and value and value[0] == "poisson":
+        if len(value) != 2 or not _is_real(value[1]) or not 0 <= value[1] <= hi:
+            raise SettingError(
+                f"{owner}.{name} = {value!r} is invalid: a poisson mean must be a number 0..{hi}"
+            )
+        return
+    if isinstance(value, tuple) and value and value[0] == "uniform":
+        if len(value) != 3 or not all(_is_int(v) for v in value[1:]) or not lo <= value[1] <= value[2] <= hi:
+            raise SettingError(
+                f"{owner}.{name} = {value!r} is invalid: uniform bounds must be integers "
+                f"with {lo} <= lo <= hi <= {hi}"
+            )
+        return
+    raise SettingError(f"{owner}.{name} = {value!r} is invalid: allowed {allowed}")
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """An index on a synthetic heap: its access method and physical shape.
+
+    Models the page layout ``CREATE INDEX`` produces: ``nbtsort.c`` (btree: metapage at block 0,
+    pages numbered in the order the bottom-up build allocates them), ``hashpage.c`` (``_hash_init``:
+    metapage, primary bucket pages, bitmap page, then overflow pages) and ``gistbuild.c`` (sorted
+    build: root at block 0, children written before their parents).
+
+    * btree: ``leaf_pages`` (default: entries / ``keys_per_leaf``, which defaults from
+      ``key_width`` and ``fillfactor`` 90), ``levels`` (total levels, leaves included; picks the
+      inner fan-out) or ``fanout`` (downlinks per inner page, default from fill factor 70);
+    * hash: ``buckets`` (default as ``_hash_init`` sizes them), ``overflow`` (overflow pages per
+      bucket: an int, a distribution, or a tuple of one int per bucket), ``overflow_layout``
+      (``grouped``: each bucket's chain in consecutive blocks; ``interleaved``: allocated in a
+      seeded random order, as inserts after the build produce);
+    * gist: ``pages`` (total, default from entries / ``keys_per_leaf``) and ``fanout``;
+    * all: ``correlation`` 0..1 — how well leaf order follows heap order (1: key order is heap
+      order; 0: fully shuffled); ``seed`` (default: derived from the relation's seed).
+    """
+
+    kind: str = "btree"
+    name: str | None = None
+    levels: int | None = None
+    leaf_pages: int | None = None
+    keys_per_leaf: int | None = None
+    key_width: int | None = None
+    fanout: int | None = None
+    correlation: float = 1.0
+    buckets: int | None = None
+    overflow: Any = 0
+    overflow_layout: str = "grouped"
+    pages: int | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        owner = "IndexSpec"
+        if self.kind not in INDEX_KINDS:
+            raise SettingError(f"{owner}.kind = {self.kind!r} is invalid: allowed {', '.join(INDEX_KINDS)}")
+        if self.name is not None and (not isinstance(self.name, str) or not self.name):
+            raise SettingError(f"{owner}.name = {self.name!r} is invalid: allowed a non-empty string or None")
+        own = {
+            "btree": {"levels", "leaf_pages", "keys_per_leaf", "key_width", "fanout"},
+            "hash": {"buckets", "overflow", "overflow_layout"},
+            "gist": {"pages", "fanout", "keys_per_leaf", "key_width"},
+        }[self.kind]
+        defaults = {f.name: f.default for f in fields(self)}
+        for fname in ("levels", "leaf_pages", "keys_per_leaf", "key_width", "fanout", "buckets", "pages"):
+            if fname not in own and getattr(self, fname) is not None:
+                raise SettingError(
+                    f"{owner}.{fname} = {getattr(self, fname)!r} does not apply to a {self.kind} index"
+                )
+        for fname in ("overflow", "overflow_layout"):
+            if fname not in own and getattr(self, fname) != defaults[fname]:
+                raise SettingError(
+                    f"{owner}.{fname} = {getattr(self, fname)!r} does not apply to a {self.kind} index"
+                )
+        for fname, lo, hi in (
+            ("levels", 1, 20),
+            ("leaf_pages", 1, MAX_NBLOCKS - 1),
+            ("keys_per_leaf", 1, 2048),
+            ("key_width", 1, 2000),
+            ("fanout", 2, 4096),
+            ("buckets", 2, 0x40000000),
+            ("pages", 1, MAX_NBLOCKS - 1),
+        ):
+            v = getattr(self, fname)
+            if v is not None:
+                _check_int(owner, fname, v, lo, hi)
+        _check_fraction(owner, "correlation", self.correlation)
+        if self.overflow_layout not in OVERFLOW_LAYOUTS:
+            raise SettingError(
+                f"{owner}.overflow_layout = {self.overflow_layout!r} is invalid: "
+                f"allowed {', '.join(OVERFLOW_LAYOUTS)}"
+            )
+        ov = self.overflow
+        if isinstance(ov, tuple) and ov and all(_is_int(v) for v in ov):
+            if any(v < 0 or v > 32767 for v in ov):
+                raise SettingError(f"{owner}.overflow has a per-bucket count outside 0..32767: {ov!r}")
+            if self.buckets is not None and len(ov) != self.buckets:
+                raise SettingError(
+                    f"{owner}.overflow lists {len(ov)} per-bucket counts but buckets = {self.buckets}"
+                )
+        else:
+            check_distribution(owner, "overflow", ov, 0, 32767)
+        if self.seed is not None:
+            _check_int(owner, "seed", self.seed, 0, _MAX_SEED)
+
+    def default_name(self, relation: str) -> str:
+        return self.name if self.name is not None else f"{relation}_{self.kind}"
+
+
+@dataclass(frozen=True)
+class RelationSpec:
+    """A synthetic heap table (and its indexes), generated lazily from ``seed``.
+
+    Models what a table looks like on disk after ``CREATE TABLE``/``INSERT`` (``hio.c`` page
+    filling), some deletes (dead tuples not yet pruned), and VACUUM's visibility-map and
+    free-space-map forks (``visibilitymap.c``, ``freespace.c``).
+    """
+
+    name: str = "t"
+    nblocks: int = 0
+    tuples_per_page: TuplesPerPage = None
+    tuple_width: int = 100
+    fillfactor: int = 100
+    dead_fraction: float = 0.0
+    all_visible_fraction: float = 0.0
+    all_frozen_fraction: float = 0.0
+    vm_pattern: str = "random"
+    vacuumed: bool = True
+    unlogged: bool = False
+    empty: bool = False
+    indexes: tuple[IndexSpec, ...] = ()
+    seed: int = 0
+    payload: bool = True
+    hinted_fraction: float = 1.0
+    vm_run_blocks: int = 64
+    _capacity: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        owner = "RelationSpec"
+        if not isinstance(self.name, str) or not self.name:
+            raise SettingError(f"{owner}.name = {self.name!r} is invalid: allowed a non-empty string")
+        _check_int(owner, "nblocks", self.nblocks, 0, MAX_NBLOCKS)
+        _check_int(owner, "fillfactor", self.fillfactor, 10, 100)
+        # tuple_width is checked (with its own message) by heap_tuples_per_page.
+        capacity = heap_tuples_per_page(self.tuple_width, 100)
+        object.__setattr__(self, "_capacity", capacity)
+        tpp = self.tuples_per_page
+        if tpp is not None:
+            check_distribution(owner, "tuples_per_page", tpp, 0, MAX_HEAP_TUPLES_PER_PAGE)
+            top: int | None = None
+            if isinstance(tpp, int):
+                top = tpp
+            elif tpp[0] == "uniform":
+                top = int(tpp[2])
+            if top is not None and top > capacity:
+                raise SettingError(
+                    f"{owner}.tuples_per_page = {tpp!r} does not fit: at tuple_width = "
+                    f"{self.tuple_width} ({heap_tuple_space(self.tuple_width)} bytes per tuple) a page "
+                    f"holds at most {capacity}; lower tuple_width"
+                )
+        for fname in ("dead_fraction", "all_visible_fraction", "all_frozen_fraction", "hinted_fraction"):
+            _check_fraction(owner, fname, getattr(self, fname))
+        if self.all_frozen_fraction > self.all_visible_fraction:
+            raise SettingError(
+                f"{owner}.all_frozen_fraction = {self.all_frozen_fraction!r} exceeds all_visible_fraction "
+                f"= {self.all_visible_fraction!r}: all-frozen pages are a subset of all-visible ones"
+            )
+        if self.vm_pattern not in VM_PATTERNS:
+            raise SettingError(
+                f"{owner}.vm_pattern = {self.vm_pattern!r} is invalid: allowed {', '.join(VM_PATTERNS)}"
+            )
+        _check_int(owner, "vm_run_blocks", self.vm_run_blocks, 1, 1 << 24)
+        for fname in ("vacuumed", "unlogged", "empty", "payload"):
+            _check_bool(owner, fname, getattr(self, fname))
+        if self.empty and not self.vacuumed:
+            raise SettingError(
+                f"{owner}.empty = True needs vacuumed = True: empty means the VM and FSM forks exist "
+                "with zero length, vacuumed = False means they do not exist"
+            )
+        if not self.vacuumed and self.all_visible_fraction > 0:
+            raise SettingError(
+                f"{owner}.all_visible_fraction = {self.all_visible_fraction!r} needs vacuumed = True "
+                "(without a visibility-map fork no page is all-visible)"
+            )
+        _check_int(owner, "seed", self.seed, 0, _MAX_SEED)
+        if not isinstance(self.indexes, tuple) or not all(isinstance(i, IndexSpec) for i in self.indexes):
+            raise SettingError(f"{owner}.indexes = {self.indexes!r} is invalid: allowed a tuple of IndexSpec")
+        names = [i.default_name(self.name) for i in self.indexes]
+        dup = sorted({n for n in names if names.count(n) > 1} | ({self.name} & set(names)))
+        if dup:
+            raise SettingError(
+                f"{owner}.indexes: index name {dup[0]!r} is used twice (or equals the table's): "
+                "give the indexes explicit names"
+            )
+
+    # ------------------------------------------------------------------------------ derived
+    @property
+    def page_capacity(self) -> int:
+        """Most tuples a page of this width can hold (fill factor 100)."""
+        return self._capacity
+
+    @property
+    def fixed_tuples_per_page(self) -> int | None:
+        """The per-page line-pointer count when it is the same on every page, else ``None``."""
+        tpp = self.tuples_per_page
+        if tpp is None:
+            return heap_tuples_per_page(self.tuple_width, self.fillfactor)
+        if isinstance(tpp, int):
+            return tpp
+        if tpp[0] == "uniform" and tpp[1] == tpp[2]:
+            return int(tpp[1])
+        return None
+
+    @property
+    def has_vm(self) -> bool:
+        """The VM (and FSM) forks exist."""
+        return self.vacuumed and (self.nblocks > 0 or self.empty)
+
+    def index_names(self) -> list[str]:
+        return [i.default_name(self.name) for i in self.indexes]
+
+    def replace(self, **changes: Any) -> RelationSpec:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)

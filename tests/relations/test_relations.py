@@ -1,0 +1,482 @@
+"""Tests of reference_impl.relations: specs, page arithmetic, lazy heap content, index layouts.
+
+Oracles are the specification's formulas (scans.md §3 for VM/FSM addressing), hand-worked
+allocation orders of the btree and GiST builds, and independent recomputation (every heap line
+pointer has exactly one index entry).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reference_impl import Instance, ModelUsageError, SettingError
+from reference_impl.relations import (
+    HEAPBLOCKS_PER_VM_PAGE,
+    SHAPES,
+    IndexSpec,
+    RelationSpec,
+    build_relation,
+    fsm_leaf_block,
+    fsm_logical_to_physical,
+    fsm_nblocks,
+    gist_sorted_layout,
+    hash_initial_buckets,
+    heap_tuples_per_page,
+    nbtsort_layout,
+    shape,
+    tree_height,
+    vm_nblocks,
+)
+from reference_impl.relations.heap import fsm_physical_to_logical
+from reference_impl.relations.layout import hash_spareindex, hash_totalbuckets
+from reference_impl.storage.relation import ForkNumber, InvalidBlockNumber
+
+MAIN = ForkNumber.MAIN
+
+
+def _build(spec: RelationSpec):
+    return build_relation(Instance(), spec)
+
+
+# --------------------------------------------------------------------------- page arithmetic
+@pytest.mark.parametrize(
+    ("width", "fillfactor", "expected"),
+    [(100, 100, 61), (4, 100, 226), (1400, 100, 5), (5000, 100, 1), (100, 50, 30), (8136, 100, 1)],
+)
+def test_heap_tuples_per_page(width: int, fillfactor: int, expected: int) -> None:
+    assert heap_tuples_per_page(width, fillfactor) == expected
+
+
+def test_heap_tuples_per_page_matches_insert_simulation() -> None:
+    # Insert tuples one by one with RelationGetBufferForTuple's test, independently of the formula.
+    for width in (1, 7, 60, 100, 250, 1000, 3000):
+        for ff in (10, 50, 90, 100):
+            aligned = (24 + width + 7) // 8 * 8
+            reserve = 8192 * (100 - ff) // 100
+            n, lower, upper = 0, 24, 8192
+            while n < 291:
+                free = upper - lower - 4
+                if n > 0 and aligned + reserve > free:
+                    break
+                if aligned > free:
+                    break
+                n += 1
+                lower += 4
+                upper -= aligned
+            assert heap_tuples_per_page(width, ff) == n, (width, ff)
+
+
+def test_vm_and_fsm_sizes_follow_scans_md() -> None:
+    assert HEAPBLOCKS_PER_VM_PAGE == 32672
+    assert vm_nblocks(0) == 0
+    assert vm_nblocks(32672) == 1
+    assert vm_nblocks(32673) == 2
+    assert vm_nblocks(8_388_608) == 257
+    # Leaf L is at L + 2 + L div 4069 for tables below 4069 x 4069 blocks.
+    for block in (0, 1, 4068, 4069, 4069 * 4069 - 1, 10_000_000):
+        leaf = block // 4069
+        assert fsm_leaf_block(block) == leaf + 2 + leaf // 4069
+    assert fsm_logical_to_physical(2, 0) == 0
+    assert fsm_logical_to_physical(1, 0) == 1
+    assert fsm_logical_to_physical(1, 1) == 4071
+    assert fsm_nblocks(1) == 3
+    assert fsm_nblocks(4070) == 4
+    for b in range(0, 20000, 37):
+        level, logical = fsm_physical_to_logical(b)
+        assert fsm_logical_to_physical(level, logical) == b
+
+
+def test_hash_sizing_matches_hash_init() -> None:
+    assert hash_initial_buckets(0) == 2
+    assert hash_initial_buckets(1_000_050) == 3584
+    for n in (3, 5, 100, 1023, 1024, 1025, 3000, 3257, 70_000):
+        total = hash_totalbuckets(hash_spareindex(n))
+        assert total >= n
+        assert hash_totalbuckets(hash_spareindex(n) - 1) < n
+
+
+# --------------------------------------------------------------------------- spec validation
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"nblocks": -1}, "nblocks"),
+        ({"nblocks": 1.5}, "nblocks"),
+        ({"name": ""}, "name"),
+        ({"tuple_width": 0}, "tuple_width"),
+        ({"tuple_width": 9000}, "tuple_width"),
+        ({"fillfactor": 5}, "fillfactor"),
+        ({"tuples_per_page": 292}, "tuples_per_page"),
+        ({"tuples_per_page": 62}, "tuples_per_page"),
+        ({"tuples_per_page": ("poisson", -1)}, "tuples_per_page"),
+        ({"tuples_per_page": ("uniform", 5, 3)}, "tuples_per_page"),
+        ({"tuples_per_page": ("zipf", 2)}, "tuples_per_page"),
+        ({"dead_fraction": 1.5}, "dead_fraction"),
+        ({"all_visible_fraction": 0.2, "all_frozen_fraction": 0.3}, "all_frozen_fraction"),
+        ({"vm_pattern": "stripes"}, "vm_pattern"),
+        ({"vacuumed": False, "empty": True}, "empty"),
+        ({"vacuumed": False, "all_visible_fraction": 0.5}, "all_visible_fraction"),
+        ({"seed": -3}, "seed"),
+        ({"indexes": (IndexSpec("btree"), IndexSpec("btree"))}, "indexes"),
+        ({"indexes": ("btree",)}, "indexes"),
+    ],
+)
+def test_relation_spec_rejects_bad_fields(changes: dict, field: str) -> None:
+    with pytest.raises(SettingError, match=field):
+        RelationSpec(**{"nblocks": 10, **changes})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"kind": "brin"}, "kind"),
+        ({"kind": "hash", "levels": 2}, "levels"),
+        ({"kind": "btree", "buckets": 4}, "buckets"),
+        ({"kind": "btree", "overflow": 2}, "overflow"),
+        ({"kind": "gist", "leaf_pages": 3}, "leaf_pages"),
+        ({"correlation": 1.2}, "correlation"),
+        ({"kind": "hash", "overflow": ("poisson", -1)}, "overflow"),
+        ({"kind": "hash", "buckets": 3, "overflow": (1, 2)}, "overflow"),
+        ({"kind": "hash", "overflow_layout": "scattered"}, "overflow_layout"),
+        ({"fanout": 1}, "fanout"),
+    ],
+)
+def test_index_spec_rejects_bad_fields(kwargs: dict, field: str) -> None:
+    with pytest.raises(SettingError, match=field):
+        IndexSpec(**kwargs)
+
+
+def test_btree_levels_impossible_is_an_error() -> None:
+    spec = RelationSpec(nblocks=10, indexes=(IndexSpec("btree", leaf_pages=4, levels=5),))
+    with pytest.raises(SettingError, match="levels"):
+        _build(spec)
+
+
+# --------------------------------------------------------------------------- forks
+@pytest.mark.parametrize(
+    ("changes", "forks"),
+    [
+        ({"nblocks": 100}, {"main": 100, "fsm": 3, "vm": 1}),
+        ({"nblocks": 0}, {"main": 0}),
+        ({"nblocks": 0, "empty": True}, {"main": 0, "fsm": 0, "vm": 0}),
+        ({"nblocks": 50, "empty": True}, {"main": 50, "fsm": 0, "vm": 0}),
+        ({"nblocks": 100, "vacuumed": False}, {"main": 100}),
+        ({"nblocks": 70_000, "unlogged": True}, {"main": 70_000, "fsm": 20, "vm": 3, "init": 0}),
+    ],
+)
+def test_heap_forks(changes: dict, forks: dict) -> None:
+    rel = _build(RelationSpec(**changes)).heap
+    got = {f.name.lower(): rel.nblocks(f) for f in rel.forks()}
+    assert got == forks
+    assert rel.persistence == ("u" if changes.get("unlogged") else "p")
+
+
+def test_unlogged_index_init_forks() -> None:
+    spec = RelationSpec(
+        nblocks=20, unlogged=True, indexes=(IndexSpec("btree"), IndexSpec("hash"), IndexSpec("gist"))
+    )
+    sr = _build(spec)
+    assert {n: r.nblocks(ForkNumber.INIT) for n, r in sr.indexes.items()} == {
+        "t_btree": 1,
+        "t_hash": 4,
+        "t_gist": 1,
+    }
+    assert sr.index("t_hash").content.page(ForkNumber.INIT, 3).kind == "bitmap"
+
+
+# --------------------------------------------------------------------------- determinism, laziness
+_specs = st.builds(
+    RelationSpec,
+    nblocks=st.integers(1, 3000),
+    tuples_per_page=st.one_of(
+        st.none(),
+        st.integers(0, 40),
+        st.tuples(st.just("poisson"), st.floats(0, 40)),
+        st.integers(0, 30).flatmap(
+            lambda lo: st.tuples(st.just("uniform"), st.just(lo), st.integers(lo, 40))
+        ),
+    ),
+    dead_fraction=st.sampled_from([0.0, 0.1, 0.5]),
+    all_visible_fraction=st.sampled_from([0.0, 0.3, 1.0]),
+    vm_pattern=st.sampled_from(["random", "prefix", "runs"]),
+    hinted_fraction=st.sampled_from([0.0, 0.5, 1.0]),
+    seed=st.integers(0, 2**40),
+)
+
+
+def _page_tuple(content, block: int) -> tuple:
+    p = content.page(MAIN, block)
+    return (p.nlive, p.ndead, p.max_offset, p.all_visible, p.all_frozen, p.hinted, tuple(p.dead_offsets))
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=_specs, order_seed=st.integers(0, 2**32 - 1))
+def test_same_spec_same_pages_in_any_order(spec: RelationSpec, order_seed: int) -> None:
+    a = _build(spec).content
+    b = _build(spec).content
+    blocks = np.random.default_rng(order_seed).permutation(spec.nblocks)[:200]
+    first = {int(x): _page_tuple(a, int(x)) for x in blocks}
+    second = {int(x): _page_tuple(b, int(x)) for x in blocks[::-1]}
+    assert first == second
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=_specs)
+def test_page_invariants(spec: RelationSpec) -> None:
+    content = _build(spec).content
+    for block in range(0, spec.nblocks, max(1, spec.nblocks // 150)):
+        p = content.page(MAIN, block)
+        assert 0 <= p.max_offset <= spec.page_capacity
+        assert p.nlive + p.ndead == p.max_offset
+        live, dead = p.live_offsets, p.dead_offsets
+        assert len(live) == p.nlive and len(dead) == p.ndead
+        assert sorted(set(live.tolist()) | set(dead.tolist())) == list(range(1, p.max_offset + 1))
+        assert not (p.all_frozen and not p.all_visible)
+        if p.all_visible:
+            assert p.ndead == 0 and p.hinted
+        assert content.nlive(block) == p.nlive
+        assert content.vm_status(block) == (p.all_visible, p.all_frozen)
+
+
+def test_vm_patterns() -> None:
+    prefix = _build(
+        RelationSpec(nblocks=1000, all_visible_fraction=0.3, all_frozen_fraction=0.1, vm_pattern="prefix")
+    ).content
+    vis, frz = prefix.vm_bits(0, 1000)
+    assert vis.tolist() == [b < 300 for b in range(1000)]
+    assert frz.tolist() == [b < 100 for b in range(1000)]
+    assert prefix.vm_counts() == (300, 100)
+    assert prefix.page(ForkNumber.VM, 0).all_visible == 300
+    runs = _build(
+        RelationSpec(nblocks=4096, all_visible_fraction=0.5, vm_pattern="runs", vm_run_blocks=64)
+    ).content
+    vis, _ = runs.vm_bits(0, 4096)
+    per_run = vis.reshape(64, 64)
+    assert (per_run.all(axis=1) | ~per_run.any(axis=1)).all()
+    assert 10 < per_run[:, 0].sum() < 54
+    rnd = _build(RelationSpec(nblocks=20_000, all_visible_fraction=0.25, all_frozen_fraction=0.05)).content
+    nvis, nfrz = rnd.vm_counts()
+    assert abs(nvis - 5000) < 400 and abs(nfrz - 1000) < 200
+
+
+def test_dead_fraction_is_respected_on_not_visible_pages() -> None:
+    c = _build(RelationSpec(nblocks=2000, tuples_per_page=50, dead_fraction=0.2, seed=9)).content
+    dead = sum(c.page(MAIN, b).ndead for b in range(2000))
+    assert abs(dead / (2000 * 50) - 0.2) < 0.01
+
+
+def test_huge_relation_is_lazy() -> None:
+    sr = _build(SHAPES["sample-thread-64gib"])
+    c = sr.content
+    assert sr.heap.nblocks() == 8_388_608
+    for b in range(0, 8_388_608, 65_536):
+        assert c.page(MAIN, b).nlive == 1
+    assert len(c._chunks) <= 64
+
+
+def test_pages_outside_the_fork_are_errors() -> None:
+    sr = _build(RelationSpec(nblocks=10, vacuumed=False))
+    with pytest.raises(ModelUsageError, match="10"):
+        sr.content.page(MAIN, 10)
+    with pytest.raises(ModelUsageError, match="vm"):
+        sr.content.page(ForkNumber.VM, 0)
+
+
+def test_grow_appends_fresh_pages() -> None:
+    sr = _build(RelationSpec(nblocks=10, all_visible_fraction=1.0, tuples_per_page=5))
+    assert sr.grow(3) == 10
+    assert sr.heap.nblocks() == 13
+    p = sr.content.page(MAIN, 12)
+    assert (p.nlive, p.all_visible, p.hinted) == (5, False, False)
+    assert sr.content.page(MAIN, 9).all_visible
+    with pytest.raises(ModelUsageError):
+        sr.grow(0)
+
+
+# --------------------------------------------------------------------------- tuple numbers, rows
+@settings(max_examples=20, deadline=None)
+@given(spec=_specs)
+def test_entry_tids_invert_tuples_before(spec: RelationSpec) -> None:
+    c = _build(spec).content
+    total = c.total_entries()
+    assert total == sum(c.page(MAIN, b).max_offset for b in range(spec.nblocks))
+    if total == 0:
+        return
+    hs = np.unique(np.random.default_rng(1).integers(0, total, 300))
+    blocks, offsets = c.entry_tids(hs)
+    for h, b, o in zip(hs.tolist(), blocks.tolist(), offsets.tolist()):
+        assert 1 <= o <= c.page(MAIN, b).max_offset
+        assert c.tuples_before(b) + o - 1 == h
+
+
+def test_rows_are_seeded_faker_rows_of_live_tuples() -> None:
+    spec = RelationSpec(nblocks=20, tuples_per_page=10, dead_fraction=0.3, seed=11)
+    c1, c2 = _build(spec).content, _build(spec).content
+    rows = c1.rows(7)
+    assert rows == c2.rows(7)
+    page = c1.page(MAIN, 7)
+    assert [r["ctid"] for r in rows] == [(7, int(o)) for o in page.live_offsets]
+    assert all({"name", "email", "city", "amount"} <= set(r) for r in rows)
+    assert rows[0]["id"] == c1.tuples_before(7) + rows[0]["ctid"][1] - 1
+    plain = _build(spec.replace(payload=False)).content.rows(7)
+    assert [set(r) for r in plain] == [{"ctid", "id"}] * len(plain)
+    assert rows != _build(spec.replace(seed=12)).content.rows(7)
+
+
+# --------------------------------------------------------------------------- btree
+def test_nbtsort_allocation_order_hand_worked() -> None:
+    # 5 leaves, 2 downlinks per inner page: worked through _bt_buildadd / _bt_uppershutdown.
+    assert nbtsort_layout(5, 2) == [[1, 2, 4, 5, 8], [3, 6, 9], [7, 10], [11]]
+    assert nbtsort_layout(1, 10) == [[1]]
+    assert nbtsort_layout(2, 10) == [[1, 2], [3]]
+    assert nbtsort_layout(0, 10) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(nleaves=st.integers(1, 3000), fanout=st.integers(2, 300))
+def test_nbtsort_layout_is_a_tree(nleaves: int, fanout: int) -> None:
+    levels = nbtsort_layout(nleaves, fanout)
+    flat = [b for lv in levels for b in lv]
+    assert sorted(flat) == list(range(1, len(flat) + 1))
+    assert len(levels[0]) == nleaves and len(levels[-1]) == 1
+    assert len(levels) == tree_height(nleaves, fanout)
+    for below, above in itertools.pairwise(levels):
+        assert len(above) == -(-len(below) // fanout)
+    # A parent page is allocated after its first child.
+    for lv in range(1, len(levels)):
+        for i, b in enumerate(levels[lv]):
+            assert b > levels[lv - 1][i * fanout]
+
+
+def test_btree_covers_every_line_pointer_once() -> None:
+    spec = RelationSpec(
+        nblocks=400, tuples_per_page=("poisson", 15), dead_fraction=0.2, indexes=(IndexSpec(correlation=0.3),)
+    )
+    sr = _build(spec)
+    bt = sr.index_content()
+    seen = []
+    pos_tids = []
+    for pos in range(bt.nleaves):
+        page = bt.page(MAIN, bt.leaf_block(pos))
+        assert page.is_leaf
+        b, o = page.heap_tids()
+        pos_tids.append(page.nentries)
+        seen += list(zip(b.tolist(), o.tolist()))
+    expected = {(b, o) for b in range(400) for o in range(1, sr.content.page(MAIN, b).max_offset + 1)}
+    assert len(seen) == len(expected) and set(seen) == expected
+    assert max(pos_tids) <= bt.keys_per_leaf
+
+
+def test_btree_structure_and_correlation() -> None:
+    sr = _build(RelationSpec(nblocks=1000, indexes=(IndexSpec("btree"),)))
+    bt = sr.index_content()
+    assert bt.page(MAIN, 0).kind == "meta"
+    assert bt.nleaves == -(-1000 * 61 // 366)
+    root = bt.page(MAIN, bt.root_block)
+    assert root.is_root and root.kind == "root" and bt.levels == 2
+    assert list(root.children) == list(bt.level_blocks[0][: bt.fanout])
+    # correlation 1: TIDs in heap order.
+    b, o = bt.heap_tids_of_ranks(0, 1000 * 61)
+    assert np.all(np.diff(b * 1000 + o) > 0)
+    path = bt.descent(bt.nleaves - 1)
+    assert path[0] == bt.root_block and path[-1] == bt.leaf_block(bt.nleaves - 1)
+    leaf = bt.page(MAIN, bt.leaf_block(1))
+    assert (leaf.left, leaf.right) == (bt.leaf_block(0), bt.leaf_block(2))
+    assert bt.page(MAIN, bt.leaf_block(0)).left == InvalidBlockNumber
+    assert bt.logical_order()[0] == bt.root_block
+    assert bt.leaf_of_rank(366 * 5 + 3) == 5
+
+
+def test_btree_explicit_shape() -> None:
+    sr = _build(RelationSpec(nblocks=100, indexes=(IndexSpec(leaf_pages=50, levels=3),)))
+    bt = sr.index_content()
+    assert (bt.nleaves, bt.levels) == (50, 3)
+    assert sr.index().nblocks() == bt.nblocks == 1 + sum(len(lv) for lv in bt.level_blocks)
+
+
+# --------------------------------------------------------------------------- hash
+@pytest.mark.parametrize("layout", ["grouped", "interleaved"])
+def test_hash_chains_and_layout(layout: str) -> None:
+    spec = RelationSpec(
+        nblocks=200,
+        tuples_per_page=20,
+        indexes=(IndexSpec("hash", buckets=32, overflow=("uniform", 0, 3), overflow_layout=layout),),
+    )
+    sr = _build(spec)
+    h = sr.index_content()
+    assert h.page(MAIN, 0).kind == "meta"
+    assert h.page(MAIN, 33).kind == "bitmap" and h.bitmap_block == 33
+    visited = []
+    tids = []
+    for bucket in range(32):
+        chain = h.chain(bucket)
+        assert chain[0] == bucket + 1
+        for i, blk in enumerate(chain):
+            page = h.page(MAIN, blk)
+            assert page.bucket == bucket
+            assert page.kind == ("bucket" if i == 0 else "overflow")
+            assert page.next == (chain[i + 1] if i + 1 < len(chain) else InvalidBlockNumber)
+            b, o = page.heap_tids()
+            tids += list(zip(b.tolist(), o.tolist()))
+        visited += chain
+    assert sorted([*visited, 0, 33]) == list(range(h.nblocks))
+    assert sorted(tids) == [(b, o) for b in range(200) for o in range(1, 21)]
+    overflow = [blk for bkt in range(32) for blk in h.chain(bkt)[1:]]
+    assert (overflow == sorted(overflow)) == (layout == "grouped" or len(overflow) < 2)
+
+
+def test_hash_vacuum_thread_shape() -> None:
+    sr = _build(shape("hash-vacuum-thread"))
+    h = sr.index_content()
+    assert h.entries.total == 1_000_050
+    assert (h.nbuckets, h.nblocks) == (3584, 3586)
+
+
+# --------------------------------------------------------------------------- gist
+def test_gist_sorted_layout_hand_worked() -> None:
+    assert gist_sorted_layout(1, 4) == [[0]]
+    assert gist_sorted_layout(3, 2) == [[1, 2, 3], [4, 5], [0]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(nleaves=st.integers(2, 2000), fanout=st.integers(2, 200))
+def test_gist_layout_children_before_parents(nleaves: int, fanout: int) -> None:
+    levels = gist_sorted_layout(nleaves, fanout)
+    flat = [b for lv in levels for b in lv]
+    assert sorted(flat) == list(range(len(flat)))
+    assert levels[-1] == [0] and len(levels[0]) == nleaves
+    for lv in range(1, len(levels) - 1):
+        for i, b in enumerate(levels[lv]):
+            kids = levels[lv - 1][i * fanout : (i + 1) * fanout]
+            assert kids and max(kids) < b
+
+
+def test_gist_pages_parameter() -> None:
+    sr = _build(RelationSpec(nblocks=500, indexes=(IndexSpec("gist", pages=40, fanout=8, correlation=0.0),)))
+    g = sr.index_content()
+    assert g.nblocks == 40 == sr.index().nblocks()
+    assert g.page(MAIN, 0).is_root
+    with pytest.raises(SettingError, match="pages"):
+        _build(RelationSpec(nblocks=500, indexes=(IndexSpec("gist", pages=10, fanout=8),)))
+
+
+# --------------------------------------------------------------------------- shapes
+def test_shapes() -> None:
+    assert {"tiny", "small", "bulk", "checksums-thread", "sample-thread-64gib"} <= set(SHAPES)
+    assert {"pgstattuple-thread", "hash-vacuum-thread", "segment-crossing"} <= set(SHAPES)
+    assert SHAPES["tiny"].nblocks == 8
+    assert SHAPES["bulk"].nblocks > 16384 // 4
+    assert SHAPES["checksums-thread"].nblocks == 956_815
+    assert SHAPES["sample-thread-64gib"].nblocks == 8_388_608
+    assert SHAPES["sample-thread-64gib"].fixed_tuples_per_page == 1
+    assert SHAPES["segment-crossing"].nblocks > 131_072
+    inst = Instance()
+    for spec in SHAPES.values():
+        build_relation(inst, spec)
+    assert inst.relation("pgstattuple_thread").nblocks(ForkNumber.VM) == 1
+    with pytest.raises(SettingError, match="allowed"):
+        shape("nope")
