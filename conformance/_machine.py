@@ -1,0 +1,251 @@
+"""The stateful test of the stream API: random scenarios, random operations, checks after each.
+
+A hypothesis ``RuleBasedStateMachine`` begins one stream on a random :class:`Scenario` (settings
+with tiny pools included, a relation, which of its blocks are cached, blocks another backend
+keeps pinned, a callback plan of sequential / random / clustered / repeated / segment-crossing
+blocks, stream flags, a strategy, per-buffer data, pause points) and then applies random
+operations: ``next_buffer`` (releasing the buffer or keeping it pinned), releasing kept buffers,
+``reset``, ``end``, ``set_strategy`` on an idle stream, ``resume`` after the callback paused,
+another backend pinning and releasing blocks, eviction, the relation growing, the callback
+getting more blocks. After every operation the :class:`StreamDriver` checks every invariant
+visible from outside (``_harness.py``).
+
+Hypothesis shrinks a failure to a short sequence. It is printed twice, ready to paste: as
+hypothesis' own ``state.begin(scenario=Scenario(...))`` / ``state.next_buffer(keep=True)`` steps,
+and, in the failure message, as the driver's ``d = Scenario(...).start(readstream_impl)`` /
+``d.next()`` lines with a comment in plain words on each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from pytest_readstream import strategies as rs
+from reference_impl import (
+    READ_STREAM_FULL,
+    READ_STREAM_MAINTENANCE,
+    READ_STREAM_SEQUENTIAL,
+    READ_STREAM_USE_BATCHING,
+    Settings,
+)
+
+from ._harness import Scenario, StreamDriver, has_capability
+
+__all__ = ["StreamMachine", "scenarios", "fit_scenario", "machine_for"]
+
+_STRATEGY_SPECS: tuple[tuple[str, int | None] | None, ...] = (
+    None,
+    ("bulkread", None),
+    ("bulkread", 8),
+    ("bulkread", 32),
+    ("bulkread", 128),
+    ("vacuum", 8),
+    ("vacuum", 16),
+    ("vacuum", 64),
+    ("vacuum", None),
+)
+_FLAGS = (READ_STREAM_FULL, READ_STREAM_SEQUENTIAL, READ_STREAM_MAINTENANCE, READ_STREAM_USE_BATCHING)
+_SEGMENT_RELATION = 131072 + 96
+
+
+@st.composite
+def _settings(draw: Any, versions: tuple[str, ...]) -> Settings:
+    base = draw(rs.settings(versions=versions, tiny_pool=True, max_shared_buffers=4096))
+    # Keep combined reads and concurrency in the range where queues wrap often.
+    icl = draw(st.sampled_from((1, 2, 3, 4, 8, 16, 32)))
+    return base.replace(
+        io_combine_limit=icl,
+        io_max_combine_limit=max(icl, draw(st.sampled_from((1, 16, 32)))),
+        effective_io_concurrency=draw(st.integers(0, 8)),
+        maintenance_io_concurrency=draw(st.integers(0, 8)),
+    )
+
+
+@st.composite
+def scenarios(draw: Any) -> Scenario:
+    """A random :class:`Scenario` (:func:`fit_scenario` drops what an implementation cannot run)."""
+    settings = draw(_settings(("18", "master")))
+    nblocks = draw(st.one_of(st.integers(1, 160), st.just(_SEGMENT_RELATION)))
+    blocks = draw(rs.block_sequences(nblocks, max_len=80))
+    nbuffers = settings.nbuffers
+    cached = draw(st.lists(rs.block_numbers(nblocks), max_size=min(nblocks, nbuffers // 2, 64), unique=True))
+    others = draw(st.lists(rs.block_numbers(nblocks), max_size=min(4, nbuffers // 8), unique=True))
+    flags = 0
+    for f in _FLAGS:
+        if draw(st.booleans()):
+            flags |= f
+    strategy = draw(st.sampled_from(_STRATEGY_SPECS))
+    pbd = draw(st.booleans())
+    pause_at = draw(st.lists(st.integers(0, max(0, len(blocks))), max_size=2, unique=True))
+    return Scenario(
+        settings=settings,
+        relation_blocks=nblocks,
+        blocks=blocks,
+        cached=sorted(cached),
+        other_pins=others,
+        flags=flags,
+        strategy=strategy,
+        per_buffer_data=pbd,
+        pause_at=pause_at,
+        seed=draw(st.integers(0, 2**16)),
+    )
+
+
+def fit_scenario(scenario: Scenario, impl: Any) -> Scenario:
+    """``scenario`` without the features ``impl`` lacks (master settings, per-buffer data, pauses)."""
+    settings = Settings(**scenario.settings)  # type: ignore[arg-type]
+    if settings.version == "master" and not has_capability(impl, settings, "pause-resume"):
+        settings = settings.replace(version="18")
+    fitted = dataclasses.replace(scenario, settings=settings)
+    if not has_capability(impl, settings, "per-buffer-data"):
+        fitted.per_buffer_data = False
+    if not has_capability(impl, settings, "pause-resume"):
+        fitted.pause_at = []
+    return fitted
+
+
+class StreamMachine(RuleBasedStateMachine):
+    """Random operations on one stream of the implementation under test (see module docstring)."""
+
+    impl: Any = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d: StreamDriver | None = None
+        self.scenario: Scenario | None = None
+        self.other_pins = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _caps(self, capability: str) -> bool:
+        assert self.d is not None
+        return has_capability(self.impl, self.d.settings, capability)
+
+    def _open(self) -> bool:
+        return self.d is not None and not self.d.ended
+
+    def _held_cap(self) -> int:
+        assert self.d is not None
+        return min(6, self.d.settings.nbuffers // 8)
+
+    # ------------------------------------------------------------------ rules
+    @initialize(scenario=scenarios())
+    def begin(self, scenario: Scenario) -> None:
+        scenario = fit_scenario(scenario, self.impl)
+        self.scenario = scenario
+        note(scenario.code())
+        self.d = scenario.start(self.impl)
+
+    @precondition(lambda self: self.d is not None and self.d.ended)
+    @rule(data=st.data())
+    def begin_again(self, data: st.DataObject) -> None:
+        assert self.d is not None
+        blocks = data.draw(rs.block_sequences(self.d.rel.nblocks(self.d.fork), max_len=40), label="blocks")
+        note(f"d = d.begin_again({blocks!r})")
+        self.d = self.d.begin_again(blocks)
+
+    @precondition(lambda self: self._open())
+    @rule(keep=st.booleans())
+    def next_buffer(self, keep: bool) -> None:
+        assert self.d is not None
+        keep = keep and sum(self.d.held.values()) < self._held_cap()
+        note("d.next(keep=True)" if keep else "d.next()")
+        self.d.next(keep=keep)
+
+    @precondition(lambda self: self._open() and bool(self.d.held))
+    @rule(index=st.integers(0, 16))
+    def release_held(self, index: int) -> None:
+        assert self.d is not None
+        note(f"d.release_held({index})")
+        self.d.release_held(index)
+
+    @precondition(lambda self: self._open())
+    @rule()
+    def reset(self) -> None:
+        assert self.d is not None
+        note("d.reset()")
+        self.d.reset()
+
+    @precondition(lambda self: self._open())
+    @rule()
+    def end(self) -> None:
+        assert self.d is not None
+        note("d.end()")
+        self.d.end()
+
+    @precondition(lambda self: self._open() and self.d.idle and self._caps("set-strategy"))
+    @rule(spec=st.sampled_from(_STRATEGY_SPECS))
+    def set_strategy(self, spec: tuple[str, int | None] | None) -> None:
+        assert self.d is not None
+        note(f"d.set_strategy_spec({spec!r})")
+        self.d.set_strategy_spec(spec)
+
+    @precondition(lambda self: self._open() and self.d.source.paused and self._caps("pause-resume"))
+    @rule()
+    def resume(self) -> None:
+        assert self.d is not None
+        note("d.resume()")
+        self.d.resume()
+
+    @precondition(lambda self: self._open() and self._caps("pause-resume") and not self.d.source.ended)
+    @rule(ahead=st.integers(0, 6))
+    def pause_later(self, ahead: int) -> None:
+        assert self.d is not None
+        pos = self.d.source.pos + ahead
+        note(f"d.source.pause_at.add({pos})")
+        self.d.source.pause_at.add(pos)
+        self.d._step(f"d.source.pause_at.add({pos})", f"the callback will pause after {pos} blocks")
+
+    @precondition(lambda self: self._open() and self.other_pins < min(4, self.d.settings.nbuffers // 8))
+    @rule(fraction=st.floats(0, 1, exclude_max=True))
+    def other_backend_pins(self, fraction: float) -> None:
+        assert self.d is not None
+        block = int(fraction * self.d.rel.nblocks(self.d.fork))
+        self.other_pins += 1
+        note(f"d.other_pin({block})")
+        self.d.other_pin(block)
+
+    @precondition(lambda self: self._open() and self.other_pins > 0)
+    @rule()
+    def other_backend_releases(self) -> None:
+        assert self.d is not None
+        self.other_pins = 0
+        note("d.other_release()")
+        self.d.other_release()
+
+    @precondition(lambda self: self._open())
+    @rule()
+    def evict(self) -> None:
+        assert self.d is not None
+        note("d.evict()")
+        self.d.evict()
+
+    @precondition(lambda self: self._open())
+    @rule(n=st.integers(1, 8))
+    def grow(self, n: int) -> None:
+        assert self.d is not None
+        note(f"d.grow({n})")
+        self.d.grow(n)
+
+    @precondition(lambda self: self._open())
+    @rule(data=st.data())
+    def more_blocks(self, data: st.DataObject) -> None:
+        assert self.d is not None
+        blocks = data.draw(rs.block_sequences(self.d.rel.nblocks(self.d.fork), max_len=24), label="blocks")
+        note(f"d.add_blocks({blocks!r})")
+        self.d.add_blocks(blocks)
+
+    def teardown(self) -> None:
+        if self.d is not None:
+            if not self.d.ended:
+                note("d.end()")
+            self.d.close()
+
+
+def machine_for(impl: Any) -> type[StreamMachine]:
+    """A :class:`StreamMachine` subclass bound to ``impl``."""
+    return type("StreamMachineFor" + type(impl).__name__, (StreamMachine,), {"impl": impl})

@@ -1,0 +1,575 @@
+"""Known-bug variants of the reference ("mutants"): the bugs the conformance suite must catch.
+
+A conformance suite is only as good as the bugs it catches. Each mutant below is the reference
+model with **one** small, documented change that reproduces a bug PostgreSQL developers actually
+wrote, reviewed or worried about: most come from the seed threads (the sample-scan thread's
+``read_stream_set_strategy`` reviews and heap-rescan bug, the online-checksums thread's
+``numblocks`` and ``end()`` discussion), the rest from invariants ``read_stream.c`` relies on
+(reads never cross a segment or exceed ``io_combine_limit``, the one-block "unget", the per-buffer
+data of a wrapped queue, the fast path, the backend's pin budget).
+
+``MUTANTS`` maps a mutant's name to a zero-argument factory returning an implementation object
+(a :class:`~pytest_readstream.implementations.ReferenceImplementation` whose streams, and whose
+scans' streams, are the mutant's). ``pytest --readstream-impl=mutant:<name>`` runs the suite
+against one; :func:`run_kill_matrix` runs it against all of them and records which tests kill
+which mutant (``readstream mutants``). Each factory's docstring says what the bug is, where it
+comes from and what it breaks.
+
+Mutant streams run with the model's internal debug assertions **off**: a mutant must be caught by
+the harness, from outside, as a bug in someone else's implementation would be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import reference_impl
+import reference_impl.buffers.bufmgr as _bufmgr
+from reference_impl import InvalidBlockNumber, ReadStream, ReadStreamMaster
+from reference_impl.buffers.pool import INVALID_BUFFER
+from reference_impl.buffers.strategy import get_access_strategy_pin_limit
+
+from .implementations import ReferenceImplementation
+from .protocol import ScanOutcome, ScanRequest
+
+__all__ = ["MUTANTS", "MutantImplementation", "mutant_doc", "run_kill_matrix"]
+
+
+# ------------------------------------------------------------------------------ the stream changes
+class _PinLimitZeroAfterSetStrategy:
+    def set_strategy(self, strategy: Any) -> None:
+        super().set_strategy(strategy)  # type: ignore[misc]
+        limit = get_access_strategy_pin_limit(strategy, self.backend.settings.nbuffers)  # type: ignore[attr-defined]
+        # v1 of the patch: Min(queue_size - 1, GetAccessStrategyPinLimit()), with no floor of 1.
+        self.max_pinned_buffers = min(self.queue_size - 1, limit)  # type: ignore[attr-defined]
+        self._clamp_distances()  # type: ignore[attr-defined]
+
+
+class _StaleStrategyKept:
+    def set_strategy(self, strategy: Any) -> None:
+        old = self.strategy  # type: ignore[attr-defined]
+        super().set_strategy(strategy)  # type: ignore[misc]
+        if old is None and strategy is not None:
+            # The reused stream keeps reading as it was created: without a ring.
+            for op in self.ios:  # type: ignore[attr-defined]
+                op.set_strategy(None)
+
+
+class _FreedStrategyStillUsed:
+    def set_strategy(self, strategy: Any) -> None:
+        old = self.strategy  # type: ignore[attr-defined]
+        super().set_strategy(strategy)  # type: ignore[misc]
+        if old is not None and strategy is None:
+            # The reused stream keeps the strategy it was created with, which the scan freed.
+            for op in self.ios:  # type: ignore[attr-defined]
+                op.set_strategy(old)
+
+
+class _DistanceNotClamped:
+    def _clamp_distances(self) -> None:
+        distance = self.distance  # type: ignore[has-type]
+        super()._clamp_distances()  # type: ignore[misc]
+        self.distance = distance
+
+
+class _PausedDistanceNotClamped:
+    def _clamp_distances(self) -> None:
+        saved = (
+            getattr(self, "resume_readahead_distance", None),
+            getattr(self, "resume_combine_distance", None),
+        )
+        super()._clamp_distances()  # type: ignore[misc]
+        if saved[0] is not None:
+            self.resume_readahead_distance, self.resume_combine_distance = saved
+
+
+class _CapacityUpdatedOnSetStrategy:
+    def set_strategy(self, strategy: Any) -> None:
+        super().set_strategy(strategy)  # type: ignore[misc]
+        self.stats.capacity = self.max_pinned_buffers  # type: ignore[attr-defined]
+        io_stats = getattr(self, "io_stats", None)
+        if io_stats is not None:
+            io_stats.distance_capacity = self.max_pinned_buffers  # type: ignore[attr-defined]
+
+
+class _EndLeaksQueuedPins:
+    def end(self) -> None:
+        if self.ended:  # type: ignore[has-type]
+            return super().end()  # type: ignore[misc]
+        # read_stream_end frees the stream without the reset that releases its queue.
+        self.ended = True
+        return None
+
+
+class _EndKeepsLookingAhead:
+    _ending = False
+
+    def end(self) -> None:
+        self._ending = True
+        super().end()  # type: ignore[misc]
+
+    def _begin_reset(self) -> None:
+        if not self._ending:
+            return super()._begin_reset()  # type: ignore[misc]
+        # The distance is not zeroed, so the drain keeps asking the callback for blocks.
+        self.buffered_blocknum = InvalidBlockNumber
+        self.fast_path = False
+        return None
+
+
+class _ReadLongerThanIoCombineLimit:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # One more block per combined read than io_combine_limit (an off-by-one in the cap).
+        self.io_combine_limit += 1
+        self.buffers.append(INVALID_BUFFER)  # type: ignore[attr-defined]
+
+
+class _UngetBlockLost:
+    def _unget_block(self, blocknum: int) -> None:
+        # The block taken from the callback is dropped instead of being pushed back.
+        return None
+
+
+class _UngetBlockDuplicated:
+    _dup_pending = False
+
+    def _unget_block(self, blocknum: int) -> None:
+        super()._unget_block(blocknum)  # type: ignore[misc]
+        self._dup_pending = True
+
+    def _get_block(self, slot: int) -> int:
+        ungot = self.buffered_blocknum  # type: ignore[has-type]
+        blocknum = super()._get_block(slot)  # type: ignore[misc]
+        if ungot != InvalidBlockNumber and self._dup_pending:
+            # The pushed-back block is handed out, and stays pushed back once more.
+            self.buffered_blocknum = ungot
+            self._dup_pending = False
+        return blocknum
+
+
+class _PerBufferDataMisalignedAfterWrap:
+    def _get_block(self, slot: int) -> int:
+        pbd = self._pbd  # type: ignore[has-type]
+        if pbd is not None and 0 <= slot < self.next_buffer_index:  # type: ignore[attr-defined]
+            # The slot index was wrapped for the buffer but not for its data: the data lands past
+            # the queue's end, where the consumer never looks.
+            slot += self.queue_size  # type: ignore[attr-defined]
+            if len(pbd) <= slot:
+                pbd.extend([None] * (slot + 1 - len(pbd)))
+        return super()._get_block(slot)  # type: ignore[misc]
+
+
+class _FastPathNotLeftAfterMiss:
+    def _next_buffer(self) -> int:
+        was_fast = self.fast_path  # type: ignore[has-type]
+        buf = super()._next_buffer()  # type: ignore[misc]
+        if was_fast and self.ios_in_progress == 1 and self.distance != 0:  # type: ignore[attr-defined]
+            # The miss found in the fast path is not recorded as an I/O to wait for, and the
+            # stream stays in the fast path: the next call hands out the unread buffer.
+            self.ios_in_progress = 0
+            self.fast_path = True
+        return buf
+
+
+class _UnlimitedPinsBackend:
+    """The harness's backend, except that ``GetAdditionalPinLimit()`` is never consulted."""
+
+    def __init__(self, backend: Any) -> None:
+        self.__dict__["_backend"] = backend
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def get_additional_pin_limit(self) -> int:
+        return 32767
+
+
+class _IgnoresAdditionalPinLimit:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.backend = _UnlimitedPinsBackend(self.backend)  # type: ignore[has-type]
+
+
+class _SegmentBlindBackend:
+    """The harness's backend, with ``StartReadBuffers`` missing the ``mdmaxcombine`` cut."""
+
+    def __init__(self, backend: Any) -> None:
+        self.__dict__["_backend"] = backend
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def start_read_buffers(self, *args: Any, **kwargs: Any) -> tuple[int, bool]:
+        with _segment_size(1 << 40):
+            return self._backend.start_read_buffers(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _segment_size(blocks: int) -> Iterator[None]:
+    saved = _bufmgr.RELSEG_SIZE
+    _bufmgr.RELSEG_SIZE = blocks  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        _bufmgr.RELSEG_SIZE = saved  # type: ignore[misc]
+
+
+class _ReadCrossesSegment:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.backend = _SegmentBlindBackend(self.backend)  # type: ignore[has-type]
+
+
+def _block_range_to_current_size(
+    rel: Any, fork: Any, callback: Callable[[Any, Any], Any], private: Any
+) -> Callable[[Any, Any], Any]:
+    """The block-range callback, made to stop at the relation's size *now*, not at ``last_exclusive``."""
+    if not isinstance(private, reference_impl.BlockRangeReadStreamPrivate):
+        return callback
+
+    def to_current_size(stream: Any, p: Any) -> Any:
+        size = rel.nblocks(fork)
+        if p.last_exclusive < size:
+            p.last_exclusive = size
+        return callback(stream, p)
+
+    return to_current_size
+
+
+# ------------------------------------------------------------------------------ implementations
+class MutantImplementation(ReferenceImplementation):
+    """The reference with one bug: streams (and scans' streams) get the mutant's stream class."""
+
+    def __init__(
+        self,
+        name: str,
+        doc: str,
+        mixin: type | None = None,
+        *,
+        callback_hook: Callable[[Any, Any, Callable[..., Any], Any], Callable[..., Any]] | None = None,
+        scan_patch: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+    ) -> None:
+        super().__init__()
+        self.name = f"mutant:{name}"
+        self.bug = name
+        self.__doc__ = doc
+        self._callback_hook = callback_hook
+        self._scan_patch = scan_patch
+        if mixin is None:
+            self._classes = {"18": ReadStream, "master": ReadStreamMaster}
+        else:
+            self._classes = {
+                "18": type(f"{mixin.__name__.lstrip('_')}ReadStream", (mixin, ReadStream), {}),
+                "master": type(f"{mixin.__name__.lstrip('_')}ReadStreamMaster", (mixin, ReadStreamMaster), {}),
+            }
+
+    def _make_stream(
+        self,
+        backend: Any,
+        rel: Any,
+        callback: Callable[[Any, Any], Any],
+        private: Any = None,
+        *,
+        fork: Any = None,
+        flags: int = 0,
+        strategy: Any = None,
+        per_buffer_data: bool = False,
+    ) -> Any:
+        cls = self._classes["master" if backend.settings.version == "master" else "18"]
+        fork = reference_impl.ForkNumber.MAIN if fork is None else fork
+        if self._callback_hook is not None:
+            callback = self._callback_hook(rel, fork, callback, private)
+        return cls(
+            backend,
+            rel,
+            callback,
+            private,
+            fork=fork,
+            flags=flags,
+            strategy=strategy,
+            per_buffer_data=per_buffer_data,
+            debug=False,
+        )
+
+    def begin_stream(
+        self,
+        backend: Any,
+        rel: Any,
+        callback: Callable[[Any, Any], Any],
+        private: Any = None,
+        *,
+        fork: Any = None,
+        flags: int = 0,
+        strategy: Any = None,
+        per_buffer_data: bool = False,
+    ) -> Any:
+        """``read_stream_begin_relation`` of the mutant."""
+        return self._make_stream(
+            backend,
+            rel,
+            callback,
+            private,
+            fork=fork,
+            flags=flags,
+            strategy=strategy,
+            per_buffer_data=per_buffer_data,
+        )
+
+    def run_scan(self, request: ScanRequest) -> ScanOutcome:
+        """The reference's scan, with every stream it begins made by this mutant."""
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_patched(reference_impl, "begin_stream", self._make_stream))
+            if self._scan_patch is not None:
+                stack.enter_context(self._scan_patch())
+            return super().run_scan(request)
+
+    def __repr__(self) -> str:
+        return f"MutantImplementation({self.bug!r})"
+
+
+@contextlib.contextmanager
+def _patched(obj: Any, attr: str, value: Any) -> Iterator[None]:
+    saved = getattr(obj, attr)
+    setattr(obj, attr, value)
+    try:
+        yield
+    finally:
+        setattr(obj, attr, saved)
+
+
+def _mutant(name: str, doc: str, mixin: type | None = None, **kwargs: Any) -> Callable[[], MutantImplementation]:
+    def factory() -> MutantImplementation:
+        return MutantImplementation(name, doc, mixin, **kwargs)
+
+    factory.__name__ = name.replace("-", "_")
+    factory.__doc__ = doc
+    return factory
+
+
+# ------------------------------------------------------------------------------ the table
+MUTANTS: dict[str, Callable[[], MutantImplementation]] = {
+    "set-strategy-pin-limit-zero": _mutant(
+        "set-strategy-pin-limit-zero",
+        """``read_stream_set_strategy`` sets ``max_pinned_buffers = Min(queue_size - 1,
+        GetAccessStrategyPinLimit())`` with no floor of 1, as in v1 of the sample-scan patch
+        (Nazir Yavuz's review: "might be 0 after this, it should be at least 1 to proceed").
+        A strategy whose pin limit is 0 (a 1-buffer VACUUM ring) leaves a stream that can pin
+        nothing: it reports the end of the stream at once.""",
+        _PinLimitZeroAfterSetStrategy,
+    ),
+    "stale-strategy-after-rescan": _mutant(
+        "stale-strategy-after-rescan",
+        """A rescan that adds a strategy (the relation grew past ``NBuffers / 4``) reuses the
+        stream, which keeps reading with the strategy it was created with: none. This is the
+        ``heap_rescan`` bug of the sample-scan thread ("keep using no strategy after one is
+        allocated"): reads of the second pass are counted in context ``normal`` and fill the
+        pool instead of recycling a ring.""",
+        _StaleStrategyKept,
+    ),
+    "freed-strategy-after-rescan": _mutant(
+        "freed-strategy-after-rescan",
+        """A rescan that removes a strategy (the relation shrank below ``NBuffers / 4``) frees
+        it, and the reused stream keeps a pointer to it: the sample-scan thread's "retain a
+        dangling pointer after one is freed". The next victim buffer is asked of a freed ring.""",
+        _FreedStrategyStillUsed,
+    ),
+    "distance-not-clamped-on-set-strategy": _mutant(
+        "distance-not-clamped-on-set-strategy",
+        """``read_stream_set_strategy`` lowers ``max_pinned_buffers`` but leaves the current
+        look-ahead distance above it (fixed in v3 of the sample-scan patch: "clamps the current
+        look-ahead distances"). A ``READ_STREAM_FULL`` stream switched to a small ring then pins
+        more buffers than the ring allows.""",
+        _DistanceNotClamped,
+    ),
+    "paused-distance-not-clamped": _mutant(
+        "paused-distance-not-clamped",
+        """``read_stream_set_strategy`` clamps the current distances but not those saved by
+        ``read_stream_pause`` (v3 of the sample-scan patch clamps "those saved for resuming a
+        paused stream"). After ``resume`` the stream looks ahead further than its new pin cap
+        (PostgreSQL master only: PostgreSQL 18 has no pause).""",
+        _PausedDistanceNotClamped,
+    ),
+    "capacity-updated-on-set-strategy": _mutant(
+        "capacity-updated-on-set-strategy",
+        """``read_stream_set_strategy`` rewrites the capacity statistic
+        (``distance_capacity``) in the middle of a scan, as v1 of the sample-scan patch did
+        (review: "You change distance_capacity but we are still in the same scan ... no need to
+        change it"). EXPLAIN would then report a capacity the scan did not have for most of its
+        life.""",
+        _CapacityUpdatedOnSetStrategy,
+    ),
+    "block-range-reads-current-size": _mutant(
+        "block-range-reads-current-size",
+        """``block_range_read_stream_cb`` stops at the relation's current size instead of the
+        ``last_exclusive`` fixed when the scan started. The online-checksums thread requires
+        that a stream never reads a block at or past the ``numblocks`` captured at its start,
+        even while the relation grows.""",
+        callback_hook=_block_range_to_current_size,
+    ),
+    "end-leaks-queued-pins": _mutant(
+        "end-leaks-queued-pins",
+        """``read_stream_end`` frees the stream without resetting it first, so buffers pinned by
+        look-ahead and still queued keep their pins (``read_stream.md`` §9.9: after end the
+        stream holds no pins); the resource owner would report a buffer leak.""",
+        _EndLeaksQueuedPins,
+    ),
+    "end-keeps-looking-ahead": _mutant(
+        "end-keeps-looking-ahead",
+        """``read_stream_end``'s reset does not set the distance to 0, so while draining the
+        queue the stream keeps calling the callback and starting reads. The online-checksums
+        thread: ending a stream may still read what was already queued, never anything new.""",
+        _EndKeepsLookingAhead,
+    ),
+    "read-crosses-segment": _mutant(
+        "read-crosses-segment",
+        """``StartReadBuffers`` without the ``smgrmaxcombine`` (``mdmaxcombine``) cut: a combined
+        read runs across a 1 GiB segment boundary, which ``md.c`` cannot do in one
+        ``preadv`` (``read_stream.md`` §9.5, confirmed on PostgreSQL 18.6: a read never crosses a
+        segment).""",
+        _ReadCrossesSegment,
+    ),
+    "read-exceeds-io-combine-limit": _mutant(
+        "read-exceeds-io-combine-limit",
+        """An off-by-one in the combine limit: the pending read grows to ``io_combine_limit + 1``
+        blocks before it is started (``read_stream.md`` §9.5: every I/O covers at most
+        ``io_combine_limit`` blocks).""",
+        _ReadLongerThanIoCombineLimit,
+    ),
+    "unget-block-lost": _mutant(
+        "unget-block-lost",
+        """``read_stream_unget_block`` forgets the block: when the pending read cannot be started
+        (``max_ios`` reached, or the pin budget is short) the block just taken from the callback
+        is dropped, so the consumer never receives it (``read_stream.md`` §9.6).""",
+        _UngetBlockLost,
+    ),
+    "unget-block-duplicated": _mutant(
+        "unget-block-duplicated",
+        """The pushed-back block is delivered twice: ``read_stream_get_block`` returns the
+        buffered block without clearing it the first time (``read_stream.md`` §9.6: each
+        produced block is returned once).""",
+        _UngetBlockDuplicated,
+    ),
+    "per-buffer-data-misaligned-after-wrap": _mutant(
+        "per-buffer-data-misaligned-after-wrap",
+        """The per-buffer data slot of a block is computed without wrapping around the circular
+        queue while its buffer slot is wrapped: after the queue has wrapped once, buffers come
+        back with stale data of an earlier block (``read_stream.md`` §9.7).""",
+        _PerBufferDataMisalignedAfterWrap,
+    ),
+    "fast-path-not-left-after-miss": _mutant(
+        "fast-path-not-left-after-miss",
+        """The all-cached fast path does not record a miss as an I/O to wait for and does not leave
+        the fast path: the next call hands out a buffer whose read was never waited for
+        (``read_stream.md`` §5).""",
+        _FastPathNotLeftAfterMiss,
+    ),
+    "ignores-additional-pin-limit": _mutant(
+        "ignores-additional-pin-limit",
+        """``read_stream_start_pending_read`` never asks ``GetAdditionalPinLimit()``: the stream
+        pins up to ``max_pinned_buffers`` whatever the backend already holds, beyond its fair
+        share of the pool (``buffers_and_strategies.md`` §4.1; the budget binds at default
+        settings, confirmed on PostgreSQL 18.6).""",
+        _IgnoresAdditionalPinLimit,
+    ),
+}
+
+
+def mutant_doc(name: str) -> str:
+    """The one-paragraph description of a mutant (its factory's docstring, unwrapped)."""
+    doc = MUTANTS[name].__doc__ or ""
+    return " ".join(doc.split())
+
+
+# ------------------------------------------------------------------------------ the kill matrix
+def run_kill_matrix(
+    mutants: list[str] | None = None,
+    pytest_args: list[str] | None = None,
+    json_path: str | os.PathLike[str] | None = None,
+    *,
+    include_reference: bool = True,
+    timeout_s: float = 900.0,
+) -> dict[str, Any]:
+    """Run the conformance suite against each mutant (and the reference); who killed whom.
+
+    Each implementation runs in its own ``python -m pytest --pyargs readstream_conformance``
+    subprocess with ``pytest_args`` appended (for instance ``["-n", "2", "-p", "hypothesis",
+    "--hypothesis-profile=ci"]``); the failing test ids are collected by the recorder plugin
+    ``readstream_conformance._killmatrix``. Returns (and writes to ``json_path`` when given)::
+
+        {"schema": 1,
+         "reference": {"failed": [...], "exit_code": 0, "passed": n, ...},
+         "mutants": {name: {"doc": ..., "killed": bool, "killing_tests": [...], "exit_code": ...}},
+         "all_killed": bool, "reference_clean": bool}
+    """
+    names = sorted(MUTANTS) if mutants is None else list(mutants)
+    unknown = [n for n in names if n not in MUTANTS]
+    if unknown:
+        raise ValueError(f"unknown mutant(s) {', '.join(unknown)}: known {', '.join(sorted(MUTANTS))}")
+    args = list(pytest_args or [])
+    out: dict[str, Any] = {"schema": 1, "pytest_args": args, "mutants": {}}
+    if include_reference:
+        out["reference"] = _run_suite("reference", args, timeout_s)
+    for name in names:
+        res = _run_suite(f"mutant:{name}", args, timeout_s)
+        out["mutants"][name] = {
+            "doc": mutant_doc(name),
+            "killed": bool(res["failed"]),
+            "killing_tests": res["failed"],
+            "exit_code": res["exit_code"],
+            "passed": res["passed"],
+            "skipped": res["skipped"],
+        }
+    out["all_killed"] = all(m["killed"] for m in out["mutants"].values())
+    out["reference_clean"] = (not include_reference) or (
+        not out["reference"]["failed"] and out["reference"]["exit_code"] == 0
+    )
+    if json_path is not None:
+        path = Path(json_path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
+        tmp.replace(path)
+    return out
+
+
+def _run_suite(impl: str, args: list[str], timeout_s: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="readstream-kill-") as tmp:
+        record = Path(tmp) / "outcomes.json"
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "readstream_conformance",
+            f"--readstream-impl={impl}",
+            "-p",
+            "readstream_conformance._killmatrix",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *args,
+        ]
+        env = dict(os.environ, READSTREAM_KILLMATRIX_OUT=str(record))
+        env.pop("READSTREAM_IMPL", None)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        outcomes: dict[str, str] = json.loads(record.read_text()) if record.exists() else {}
+    failed = sorted(k for k, v in outcomes.items() if v == "failed")
+    result = {
+        "implementation": impl,
+        "exit_code": proc.returncode,
+        "failed": failed,
+        "passed": sum(1 for v in outcomes.values() if v == "passed"),
+        "skipped": sum(1 for v in outcomes.values() if v == "skipped"),
+    }
+    if proc.returncode not in (0, 1) or not outcomes:
+        # Usage errors, internal errors or nothing collected: keep the tail for the report.
+        result["output_tail"] = (proc.stdout + proc.stderr)[-4000:]
+    return result
