@@ -51,24 +51,17 @@ class ImplementationNotFound(Exception):
 
 
 # --------------------------------------------------------------------------------- the reference
-_BASE_CAPABILITIES = frozenset(
+_CAPABILITIES = frozenset(
     {
         "stream-api",
         "set-strategy",
         "per-buffer-data",
         "introspection",
+        "scans",
         "fault-injection",
         "virtual-time",
     }
 )
-
-
-def _scans_available() -> bool:
-    try:
-        scans = importlib.import_module("reference_impl.scans")
-    except ImportError:
-        return False
-    return callable(getattr(scans, "run_scan", None)) and bool(getattr(scans, "SCANS", None))
 
 
 class ReferenceImplementation:
@@ -82,12 +75,7 @@ class ReferenceImplementation:
     """
 
     name = "reference"
-
-    def __init__(self) -> None:
-        caps = set(_BASE_CAPABILITIES)
-        if _scans_available():
-            caps.add("scans")
-        self.capabilities: frozenset[str] = frozenset(caps)
+    capabilities: frozenset[str] = _CAPABILITIES
 
     def capabilities_for(self, settings: Any) -> frozenset[str]:
         """The capabilities under ``settings``: ``pause-resume`` with ``version="master"`` only."""

@@ -229,9 +229,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    state = _state(config)
     for item in items:
         validate_item(item)
-    state = _state(config)
+        if _is_readstream(item):
+            _skip_missing_capabilities(item, state.implementation, state.options.impl)
     opts = state.options
     if opts.xfails is None:
         return
@@ -241,12 +243,15 @@ def pytest_collection_modifyitems(
 
     unused = apply_xfails(items, state.xfails, opts.xfails, as_skips=opts.xfails_as_skips)
     for entry in unused:
-        warnings.warn(
+        # Point the warning at the line of the expectations file, where the fix is.
+        warnings.warn_explicit(
             ReadstreamXfailsWarning(
                 f"--readstream-xfails {opts.xfails.name} line {entry.lineno}: {entry.prefix!r} "
                 "matches no collected test (renamed or removed? delete the line)"
             ),
-            stacklevel=1,
+            category=ReadstreamXfailsWarning,
+            filename=str(opts.xfails),
+            lineno=entry.lineno,
         )
 
 
@@ -257,11 +262,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     state = _state(item.config)
     add_meta(item, state.options.impl)
+    for cap in item.stash.get(_MISSING_KEY, ()):
+        note_missing_capability(item, cap)
     problem = item.stash.get(MARKER_ERROR_KEY, None)
     if problem is not None:
         pytest.fail(problem, pytrace=False)
+
+
+_MISSING_KEY = pytest.StashKey[list[str]]()
+
+
+def _skip_missing_capabilities(item: pytest.Item, implementation: Any, impl_name: str) -> None:
+    """Skip (by marker, so the report points at the test) when a required capability is missing."""
     needed = required_capabilities(item)
-    if not needed:
+    if not needed or item.stash.get(MARKER_ERROR_KEY, None) is not None:
         return
     from .implementations import capabilities_for
     from .protocol import CAPABILITIES
@@ -271,16 +285,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         settings = settings_for_item(item)
     except Exception:  # the readstream_settings fixture will report the bad settings itself
         settings = None
-    have = capabilities_for(state.implementation, settings)
+    have = capabilities_for(implementation, settings)
     missing = [cap for cap in needed if cap not in have]
     if missing:
-        for cap in missing:
-            note_missing_capability(item, cap)
-        name = getattr(state.implementation, "name", state.options.impl)
-        pytest.skip(
-            f"implementation {name!r} lacks "
-            + ", ".join(f"capability {cap!r} ({CAPABILITIES[cap]})" for cap in missing)
+        item.stash[_MISSING_KEY] = missing
+        name = getattr(implementation, "name", impl_name)
+        reason = f"implementation {name!r} lacks " + ", ".join(
+            f"capability {cap!r} ({CAPABILITIES[cap]})" for cap in missing
         )
+        item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.hookimpl(wrapper=True)

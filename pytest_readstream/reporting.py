@@ -47,7 +47,7 @@ SCHEMA_VERSION = 1
 META_PROPERTY = "readstream_meta"
 SCENARIO_PROPERTY = "readstream_scenario"
 STATS_PROPERTY = "readstream_stats"
-OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "incomplete")
 _NO_FAMILY = "(no family)"
 
 
@@ -58,7 +58,8 @@ class TestResult:
     __test__ = False  # not a pytest test class, despite its name
 
     nodeid: str
-    outcome: str = "passed"
+    # Until the call phase reports: a run interrupted inside the test leaves it "incomplete".
+    outcome: str = "incomplete"
     message: str | None = None
     duration: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
@@ -120,7 +121,7 @@ def _outcome(report: pytest.TestReport, previous: str) -> str:
             return "xfailed" if wasxfail else "skipped"
         return previous
     # teardown: an error there spoils a pass; it does not hide a failure.
-    if report.failed and previous in ("passed", "xpassed", "skipped"):
+    if report.failed and previous in ("passed", "xpassed", "skipped", "incomplete"):
         return "error"
     return previous
 

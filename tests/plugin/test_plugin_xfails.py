@@ -1,0 +1,102 @@
+"""The expectations file: strict xfails, skips, reasons, matching and unused-line warnings."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_readstream.xfails import entry_matches
+
+TESTS = """
+import pytest
+
+def test_known_bug():
+    assert False, "still broken"
+
+def test_fixed_meanwhile():
+    pass
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(n):
+    assert n == 1
+
+def test_known_bug_other():
+    pass
+
+class TestGroup:
+    def test_one(self):
+        assert False
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.mkpydir("suite")
+    (pytester.path / "suite" / "test_things.py").write_text(TESTS)
+    pytester.makefile(
+        ".txt",
+        known="""
+        # The look-ahead is not written yet.
+        suite/test_things.py::test_known_bug
+        test_things.py::test_fixed_meanwhile   # fixed in 1.2, forgot to delete
+        suite/test_things.py::test_param[2]
+        suite/test_things.py::TestGroup
+        suite/test_things.py::test_renamed_long_ago
+        """,
+    )
+    return pytester
+
+
+def test_listed_tests_become_strict_xfails(project: pytest.Pytester) -> None:
+    result = project.runpytest("--readstream-xfails=known.txt", "-rxXf", "-W", "default")
+    result.assert_outcomes(passed=2, xfailed=3, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "[[]XPASS(strict)[]] fixed in 1.2, forgot to delete (known.txt:3)",
+            "XFAIL suite/test_things.py::test_known_bug - The look-ahead is not written yet. (known.txt:2)",
+            "XFAIL suite/test_things.py::TestGroup::test_one - The look-ahead is not written yet. (known.txt:5)",
+            "FAILED suite/test_things.py::test_fixed_meanwhile - [[]XPASS(strict)[]]*",
+        ],
+        consecutive=False,
+    )
+    # test_known_bug_other shares a prefix with test_known_bug but is not listed.
+    result.stdout.no_fnmatch_line("*test_known_bug_other*")
+    result.stdout.fnmatch_lines(
+        [
+            "*known.txt:6: ReadstreamXfailsWarning: --readstream-xfails known.txt line 6: "
+            "'suite/test_things.py::test_renamed_long_ago' matches no collected test*"
+        ]
+    )
+
+
+def test_listed_tests_become_skips(project: pytest.Pytester) -> None:
+    result = project.runpytest("--readstream-xfails=known.txt", "--readstream-xfails-as-skips", "-rs")
+    result.assert_outcomes(passed=2, skipped=4)
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED [[]1[]] suite/test_things.py*: known failure (known.txt:2): The look-ahead is not written yet."
+        ]
+    )
+
+
+def test_without_the_file_everything_runs(project: pytest.Pytester) -> None:
+    project.runpytest().assert_outcomes(passed=3, failed=3)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "nodeid", "expected"),
+    [
+        ("tests/test_a.py::test_x", "tests/test_a.py::test_x", True),
+        ("tests/test_a.py::test_x", "tests/test_a.py::test_x[1-2]", True),
+        ("tests/test_a.py::test_x", "tests/test_a.py::test_xy", False),
+        ("test_a.py::test_x", "conformance/tests/test_a.py::test_x", True),
+        ("tests/test_a.py", "tests/test_a.py::Cls::test_x", True),
+        ("tests/", "tests/test_a.py::test_x", True),
+        ("test_x", "tests/test_a.py::test_x", False),
+        ("a.py::test_x", "tests/test_a.py::test_x", False),
+        ("tests/test_a.py::Cls", "tests/test_a.py::Cls::test_x", True),
+        ("tests/test_a.py::test_x[1", "tests/test_a.py::test_x[1-2]", False),
+        ("tests/test_a.py::test_x[", "tests/test_a.py::test_x[1-2]", True),
+    ],
+)
+def test_entry_matching(prefix: str, nodeid: str, expected: bool) -> None:
+    assert entry_matches(prefix, nodeid) is expected
