@@ -1,0 +1,228 @@
+"""One simulated benchmark run: build an instance as a published benchmark did, run, measure.
+
+The seed threads' tables were measured on real servers: a table of some size and layout, a few
+settings, a device with some latency, one or several clients, caches cleared or warm. A
+:class:`Run` describes one such measurement for the model in plain, picklable data, so that runs
+can be handed to worker processes; :func:`simulate_run` builds a fresh :class:`Instance` from it,
+creates the relation (a plain one of ``nblocks`` blocks, or a named synthetic shape), applies the
+preparation the benchmark did (a warm-up run for the cached case), runs the registered scan
+streamed or unstreamed on one backend or on several concurrent backends sharing the pool, device
+and I/O workers (``Instance.simulate``), and returns what the thread reported:
+
+* ``elapsed_us`` (per client, and their mean), and for several clients ``tps``;
+* ``reads`` (I/Os, as ``pg_stat_io`` counts them) and ``blocks_read``;
+* ``io_time_us``: what ``track_io_timing`` adds to ``pg_stat_io.read_time`` in PostgreSQL 18: the
+  whole read for a read the backend executed itself (``sync``, or ``ReadBuffer``), and only the
+  time it really had to wait for an asynchronous one;
+* ``writes`` and ``write_time_us`` (dirty buffers written by the backend before reuse).
+
+Nothing here changes what the model does: the read log is replaced by a tally that sums instead
+of storing (a 64 GiB scan would otherwise keep a million records), and the backend's buffer
+flush is timed from outside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from reference_impl import CpuCosts, DeviceProfile, Instance, Settings
+from reference_impl.readahead import HeuristicReadahead
+from reference_impl.scans import SCANS, run_scan
+
+__all__ = ["Run", "simulate_run", "ReadTally", "scan_available", "relation_shapes"]
+
+
+def scan_available(name: str) -> bool:
+    """Whether a scan of that name is registered (other engineers add scans over time)."""
+    return name in SCANS
+
+
+def relation_shapes() -> dict[str, Any]:
+    """The named synthetic relation shapes, or an empty dict if the package is missing."""
+    try:
+        from reference_impl import relations
+    except ImportError:
+        return {}
+    return dict(getattr(relations, "SHAPES", {}))
+
+
+class ReadTally(list):  # type: ignore[type-arg]
+    """A read log that keeps sums instead of records (``BackendStats.read_log`` stand-in).
+
+    ``run_scan`` slices the log to return a scan's reads; this one stays empty, so the slice is
+    empty and memory stays flat however many reads a run issues.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+        self.blocks = 0
+        self.sync_us = 0
+        self.by_relation: dict[str, int] = {}
+
+    def append(self, rec: Any) -> None:  # type: ignore[override]
+        self.reads += 1
+        by = self.by_relation
+        by[rec.relation] = by.get(rec.relation, 0) + 1
+        self.blocks += rec.nblocks
+        if rec.synchronous:
+            self.sync_us += rec.complete_us - rec.submit_us
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measurement of a seed table, as plain data (see the module docstring).
+
+    ``settings`` and ``costs`` are ``(name, value)`` pairs for ``Settings.from_mapping`` and
+    ``CpuCosts``. ``client_params`` gives each client its own scan parameters (e.g. a different
+    sampling seed per pgbench client); ``cancel_after`` stops each client after that many pages
+    (a measurement window). ``warm`` runs the same scan once, unmeasured, before the measured
+    run (the "all data cached" case). ``overhead_us`` is time of the benchmark harness outside
+    the read path, added to the elapsed time. ``device_changes`` are fields of the device this
+    run changes on top of the table's calibrated device (a write delay set by the benchmark).
+    ``readahead`` installs
+    :class:`~reference_impl.readahead.HeuristicReadahead` with these keyword arguments.
+    """
+
+    settings: tuple[tuple[str, Any], ...]
+    device: DeviceProfile
+    scan: str
+    variant: str = "streamed"
+    nblocks: int | None = None
+    shape: str | None = None
+    shape_changes: tuple[tuple[str, Any], ...] = ()
+    params: tuple[tuple[str, Any], ...] = ()
+    costs: tuple[tuple[str, float], ...] = ()
+    clients: int = 1
+    client_params: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    cancel_after: int | None = None
+    warm: bool = False
+    readahead: tuple[tuple[str, Any], ...] | None = None
+    overhead_us: int = 0
+    device_changes: tuple[tuple[str, Any], ...] = ()
+    seed: int = 0
+    label: str = field(default="", compare=False)
+
+    def with_device(self, device: DeviceProfile) -> Run:
+        """This run on ``device``, with the run's own ``device_changes`` applied on top."""
+        if self.device_changes:
+            device = device.with_changes(**dict(self.device_changes))
+        return replace(self, device=device)
+
+
+def _relation(inst: Instance, run: Run) -> Any:
+    """The relation the scan runs on (a plain one, or the heap of a synthetic shape)."""
+    if run.shape is None:
+        if run.nblocks is None:
+            raise ValueError(f"run {run.label!r}: give nblocks or a relation shape")
+        return inst.create_relation("t", run.nblocks)
+    shapes = relation_shapes()
+    if run.shape not in shapes:
+        raise ValueError(
+            f"run {run.label!r}: relation shape {run.shape!r} is not defined: "
+            f"available {', '.join(sorted(shapes)) or 'none'}"
+        )
+    from reference_impl.relations import build_relation
+
+    spec = shapes[run.shape]
+    changes = dict(run.shape_changes)
+    if run.nblocks is not None:
+        changes["nblocks"] = run.nblocks
+    if changes:
+        spec = spec.replace(**changes)
+    return build_relation(inst, spec).heap
+
+
+def _timed_flush(backend: Any, box: list[int]) -> None:
+    """Time the backend's buffer writes (``FlushBuffer``) without changing them."""
+    flush = backend._flush_buffer
+    clock = backend.clock
+
+    def timed(buf: int, context: str) -> None:
+        t0 = clock.now
+        flush(buf, context)
+        box[0] += clock.now - t0
+
+    backend._flush_buffer = timed
+
+
+def simulate_run(run: Run) -> dict[str, Any]:
+    """Build the instance a :class:`Run` describes, run it, and return its measurements."""
+    if run.scan not in SCANS:
+        raise ValueError(f"run {run.label!r}: scan {run.scan!r} is not registered")
+    settings = Settings.from_mapping(dict(run.settings))
+    costs = CpuCosts(**dict(run.costs)) if run.costs else CpuCosts()
+    inst = Instance(settings, device=run.device, costs=costs, seed=run.seed, record_reads=True)
+    rel = _relation(inst, run)
+    base_params = dict(run.params)
+    if run.warm:
+        warm_be = inst.backend("warm-up")
+        run_scan(run.scan, warm_be, rel, variant=run.variant, keep_blocks=False, **base_params)
+        warm_be.check_for_buffer_leaks()
+    nclients = run.clients
+    backends = [inst.backend() for _ in range(nclients)]
+    tallies = []
+    write_us = []
+    ra = None
+    if run.readahead is not None:
+        ra = HeuristicReadahead(**dict(run.readahead))
+    for be in backends:
+        tally = ReadTally()
+        be.stats.read_log = tally
+        tallies.append(tally)
+        box = [0]
+        _timed_flush(be, box)
+        write_us.append(box)
+        if ra is not None:
+            ra.install(be)
+    per_client = [
+        {**base_params, **dict(run.client_params[i])} if i < len(run.client_params) else base_params
+        for i in range(nclients)
+    ]
+
+    def client(i: int) -> Any:
+        return run_scan(
+            run.scan,
+            backends[i],
+            rel,
+            variant=run.variant,
+            keep_blocks=False,
+            cancel_after=run.cancel_after,
+            **per_client[i],
+        )
+
+    if nclients == 1:
+        results = [client(0)]
+    else:
+        results = inst.simulate(*[(lambda i=i: client(i)) for i in range(nclients)])
+    for res in results:
+        if res.error is not None and not (run.cancel_after is not None and res.error_type == "QueryCanceled"):
+            raise RuntimeError(f"run {run.label!r}: {res.error_type}: {res.error}")
+    elapsed = [res.elapsed_us + run.overhead_us for res in results]
+    by_relation: dict[str, int] = {}
+    for t in tallies:
+        for name, n in t.by_relation.items():
+            by_relation[name] = by_relation.get(name, 0) + n
+    pages = [len(res.blocks) if res.blocks is not None else None for res in results]
+    out: dict[str, Any] = {
+        "elapsed_us": sum(elapsed) / len(elapsed),
+        "elapsed_us_per_client": elapsed,
+        "reads": sum(t.reads for t in tallies),
+        "reads_by_relation": by_relation,
+        "index_reads": sum(n for name, n in by_relation.items() if name != rel.name),
+        "blocks_read": sum(t.blocks for t in tallies),
+        "hits": sum(res.hits for res in results),
+        "io_time_us": sum(t.sync_us + be.stats.wait_us for t, be in zip(tallies, backends)),
+        "writes": sum(be.stats.shared_blks_written for be in backends),
+        "write_time_us": sum(box[0] for box in write_us),
+        "result": results[0].result,
+        "pages": pages,
+        "device_reads": inst.device.stats.reads,
+        "device_writes": inst.device.stats.writes,
+    }
+    if nclients > 1:
+        out["tps"] = sum(1e6 / e for e in elapsed if e > 0)
+    if ra is not None:
+        out["readahead"] = ra.finish().as_dict()
+    return out
