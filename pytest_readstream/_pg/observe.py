@@ -422,6 +422,7 @@ def measure(session: PgSession, relations: Sequence[str] = ()) -> Iterator[Measu
     conn = session.conn
     pid = session.pid
     observer = session.database.observer()
+    generation = server.generation
     with server._guard("measure (before the block)"):
         oids = _relation_oids(observer, names)
         settings = _recorded_settings(conn)
@@ -431,14 +432,21 @@ def measure(session: PgSession, relations: Sequence[str] = ()) -> Iterator[Measu
         before = _take_snapshot(observer, pid, oids)
     handle = MeasureHandle(relations=names)
     t0 = time.perf_counter()
-    failure: BaseException | None = None
+    failure: Exception | None = None
     try:
         yield handle
     except PgServerDied:
         raise
-    except BaseException as err:
+    except Exception as err:
+        # Kept until the measurement is taken (a cancelled statement is a measurement too);
+        # KeyboardInterrupt and the like propagate at once.
         failure = err
     elapsed = time.perf_counter() - t0
+    if server.generation != generation:
+        problem = PgHarnessError("the server restarted inside a measure() block; nothing to compare")
+        if failure is not None:
+            raise problem from failure
+        raise problem
     with server._guard("measure (after the block)"):
         status = conn.info.transaction_status
         if status != psycopg.pq.TransactionStatus.IDLE:

@@ -11,6 +11,7 @@ from pytest_readstream._pg import (
     PgHarnessError,
     PgServer,
     ScratchDatabase,
+    ServerSettings,
     SessionSettings,
     evict,
     measure,
@@ -145,3 +146,14 @@ def test_foreign_activity_is_reported(default_server: PgServer, pg_db: ScratchDa
     assert not m.quiet
     assert m.foreign_io["normal"].read_bytes == PAGES * 8192
     assert m.relations[table].blks_read == PAGES  # per-relation counters are cluster-wide
+
+
+def test_restart_inside_a_measurement_is_an_error(pg_server: PgServer, pg_db: ScratchDatabase) -> None:
+    other = ServerSettings(io_method="sync" if pg_server.settings.io_method == "worker" else "worker")
+    with pg_db.session() as s:
+        try:
+            with pytest.raises(PgHarnessError, match="restarted inside a measure"):
+                with measure(s):
+                    pg_server.configure(other)
+        finally:
+            pg_server.configure(ServerSettings())
