@@ -55,8 +55,10 @@ class Calibration:
 
 
 def scaled_profile(base: DeviceProfile, name: str, **changes: Any) -> DeviceProfile:
-    """``base`` with a new name and some fields changed (latencies rounded to whole µs)."""
-    fixed = {k: (max(0, round(v)) if k.endswith("_us") and v is not None else v) for k, v in changes.items()}
+    """``base`` with a new name and some fields changed (latencies to 0.1 µs, never negative)."""
+    fixed = {
+        k: (max(0.0, round(v, 1)) if k.endswith("_us") and v is not None else v) for k, v in changes.items()
+    }
     return base.with_changes(name=name, **fixed)
 
 

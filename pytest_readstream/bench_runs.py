@@ -77,7 +77,8 @@ class Run:
     ``settings`` and ``costs`` are ``(name, value)`` pairs for ``Settings.from_mapping`` and
     ``CpuCosts``. ``client_params`` gives each client its own scan parameters (e.g. a different
     sampling seed per pgbench client); ``cancel_after`` stops each client after that many pages
-    (a measurement window). ``warm`` runs the same scan once, unmeasured, before the measured
+    (a measurement window: ``tps`` is then each client's pages per second over the window,
+    divided by ``query_pages``, the pages one whole query visits). ``warm`` runs the same scan once, unmeasured, before the measured
     run (the "all data cached" case). ``overhead_us`` is time of the benchmark harness outside
     the read path, added to the elapsed time. ``device_changes`` are fields of the device this
     run changes on top of the table's calibrated device (a write delay set by the benchmark).
@@ -97,6 +98,7 @@ class Run:
     clients: int = 1
     client_params: tuple[tuple[tuple[str, Any], ...], ...] = ()
     cancel_after: int | None = None
+    query_pages: int | None = None
     warm: bool = False
     readahead: tuple[tuple[str, Any], ...] | None = None
     overhead_us: int = 0
@@ -221,7 +223,10 @@ def simulate_run(run: Run) -> dict[str, Any]:
         "device_reads": inst.device.stats.reads,
         "device_writes": inst.device.stats.writes,
     }
-    if nclients > 1:
+    if run.cancel_after is not None and run.query_pages:
+        # A canceled client visited cancel_after pages before the one that raised.
+        out["tps"] = sum(run.cancel_after * 1e6 / e / run.query_pages for e in elapsed if e > 0)
+    elif nclients > 1:
         out["tps"] = sum(1e6 / e for e in elapsed if e > 0)
     if ra is not None:
         out["readahead"] = ra.finish().as_dict()

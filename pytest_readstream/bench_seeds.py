@@ -56,7 +56,7 @@ def _metric(row_metric: str, unit: str, results: list[dict[str, Any]]) -> float 
     if row_metric == "time_ratio":
         base, patch = results[0]["elapsed_us"], results[1]["elapsed_us"]
         return patch / base if base else None
-    value = results[0].get(METRICS[row_metric])
+    value = METRICS[row_metric](results[0])
     if value is None:
         return None
     return float(value) * UNITS[unit]
@@ -138,8 +138,10 @@ def _run_cost(run: Run) -> float:
     """A rough order for scheduling: simulated pages × clients."""
     params = dict(run.params)
     n = run.nblocks or 10_000
-    if "sample_percent" in params and params.get("method") == "system":
-        n = n * params["sample_percent"] / 100.0
+    if run.scan == "tablesample_system":
+        n = n * params.get("sample_percent", 1.0) / 100.0
+    elif "time_ms" in params:
+        n = params["time_ms"] * 20
     elif "rows" in params:
         n = params["rows"]
     elif "limit" in params:
@@ -286,9 +288,9 @@ def _fmt(x: float | None, unit: str) -> str:
         return "—"
     if unit == "×":
         return f"{x:.3g}×" if x < 10 else f"{x:.1f}×"
-    if abs(x) >= 100:
+    if abs(x) >= 10_000:
         return f"{x:,.0f} {unit}"
-    return f"{x:.4g} {unit}"
+    return f"{x:.5g} {unit}"
 
 
 def format_seed_rows(rows: list[dict[str, Any]], calibrations: dict[str, Calibration] | None = None) -> str:
