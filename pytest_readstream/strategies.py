@@ -119,10 +119,16 @@ def repeated_blocks(nblocks: int, *, max_len: int = 64) -> st.SearchStrategy[lis
     """A few distinct blocks, each repeated, consecutively or not (``004_read_stream.pl``)."""
     _check_nblocks(nblocks)
 
+    if max_len < 2:
+        raise ValueError(f"max_len = {max_len!r} is invalid: a repeat needs at least 2 blocks")
+
     @st.composite
     def repeats(draw: Any) -> list[int]:
         distinct = draw(st.lists(block_numbers(nblocks), min_size=1, max_size=4, unique=True))
-        return draw(st.lists(st.sampled_from(distinct), min_size=2, max_size=max_len))
+        seq = draw(st.lists(st.sampled_from(distinct), min_size=1, max_size=max_len - 1))
+        # At least one block comes twice: right after itself (the same buffer again) or later.
+        seq.insert(draw(st.integers(0, len(seq))), draw(st.sampled_from(seq)))
+        return seq
 
     return repeats()
 
@@ -135,21 +141,26 @@ def empty_blocks() -> st.SearchStrategy[list[int]]:
 def segment_boundary_blocks(
     *, segments: int = 2, max_before: int = 40, max_after: int = 40, gaps: bool = True
 ) -> st.SearchStrategy[list[int]]:
-    """Runs around a segment boundary (a multiple of 131072), possibly with gaps near it.
+    """An ascending run across a segment boundary (a multiple of 131072), possibly with holes.
 
-    The relation must have at least ``segments * 131072 + max_after`` blocks.
+    The run starts before the boundary and ends at or after it; with ``gaps``, up to three blocks
+    inside it (the boundary block included) are left out, so reads must both split at the boundary
+    and restart after a hole. The relation needs ``segments * 131072 + max_after`` blocks.
     """
     if segments < 1:
         raise ValueError(f"segments = {segments!r} is invalid: allowed >= 1")
+    if max_before < 1 or max_after < 1:
+        raise ValueError(f"max_before = {max_before!r}, max_after = {max_after!r}: allowed >= 1 each")
 
     @st.composite
     def around(draw: Any) -> list[int]:
         boundary = SEGMENT_BLOCKS * draw(st.integers(1, segments))
-        before = draw(st.integers(0, max_before))
+        before = draw(st.integers(1, max_before))
         after = draw(st.integers(1, max_after))
         blocks = list(range(boundary - before, boundary + after))
         if gaps and len(blocks) > 2:
-            holes = draw(st.sets(st.sampled_from(blocks), max_size=min(3, len(blocks) - 1)))
+            inner = blocks[1:-1]
+            holes = draw(st.sets(st.sampled_from(inner), max_size=min(3, len(inner))))
             blocks = [b for b in blocks if b not in holes]
         return blocks
 

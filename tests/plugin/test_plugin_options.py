@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pytest
 
@@ -165,6 +166,23 @@ def test_options_are_listed_in_help(pytester: pytest.Pytester) -> None:
         result.stdout.fnmatch_lines([f"*{ini} (*"])
 
 
+@pytest.fixture
+def keep_hypothesis_state() -> Iterator[None]:
+    """In-process runs load hypothesis profiles and seeds into this process: put them back."""
+    import hypothesis.core
+    from hypothesis import settings
+
+    profile, seed = settings.get_current_profile_name(), hypothesis.core.global_force_seed
+    registry = settings._profiles  # hypothesis has no public way to unregister a profile
+    saved = dict(registry)
+    yield
+    registry.clear()
+    registry.update(saved)
+    settings.load_profile(profile)
+    hypothesis.core.global_force_seed = seed
+
+
+@pytest.mark.usefixtures("keep_hypothesis_state")
 def test_hypothesis_profiles_and_seed(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
@@ -194,6 +212,7 @@ def test_hypothesis_profiles_and_seed(pytester: pytest.Pytester) -> None:
     assert re.fullmatch(r"\d+", line[-1])  # a random run seed still seeds hypothesis under dev
 
 
+@pytest.mark.usefixtures("keep_hypothesis_state")
 def test_own_profile_of_the_same_name_is_kept(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """
