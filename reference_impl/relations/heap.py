@@ -227,23 +227,30 @@ class HeapContent:
         start = c * n
         blocks = np.arange(start, start + n, dtype=np.int64)
         within = blocks < spec.nblocks
-        rng = np.random.default_rng([spec.seed & 0xFFFFFFFF, spec.seed >> 32, 0x4845, c])
+        # One generator per chunk, drawn from in a fixed order; made only when something is random.
+        gen: list[np.random.Generator] = []
+
+        def rng() -> np.random.Generator:
+            if not gen:
+                gen.append(np.random.default_rng([spec.seed & 0xFFFFFFFF, spec.seed >> 32, 0x4845, c]))
+            return gen[0]
+
         tpp = spec.tuples_per_page
         cap = min(spec.page_capacity, MAX_HEAP_TUPLES_PER_PAGE)
         fixed = self._fixed
         if fixed is not None:
             nitems = np.full(n, fixed, dtype=np.int64)
         elif tpp[0] == "poisson":  # type: ignore[index]
-            nitems = np.minimum(rng.poisson(float(tpp[1]), n), cap).astype(np.int64)  # type: ignore[index]
+            nitems = np.minimum(rng().poisson(float(tpp[1]), n), cap).astype(np.int64)  # type: ignore[index]
         else:
-            nitems = rng.integers(int(tpp[1]), int(tpp[2]) + 1, n).astype(np.int64)  # type: ignore[index]
+            nitems = rng().integers(int(tpp[1]), int(tpp[2]) + 1, n).astype(np.int64)  # type: ignore[index]
         avf = spec.all_visible_fraction
         aff = spec.all_frozen_fraction
         if avf == 0.0:
             visible = np.zeros(n, dtype=bool)
             frozen = visible
         elif spec.vm_pattern == "random":
-            u = rng.random(n)
+            u = rng().random(n)
             visible = u < avf
             frozen = u < aff
         elif spec.vm_pattern == "prefix":
@@ -256,14 +263,14 @@ class HeapContent:
         visible = visible & within
         frozen = frozen & within
         if spec.dead_fraction > 0.0:
-            ndead = rng.binomial(nitems, spec.dead_fraction)
+            ndead = rng().binomial(nitems, spec.dead_fraction)
             ndead = np.where(visible | ~within, 0, ndead).astype(np.int64)
         else:
             ndead = np.zeros(n, dtype=np.int64)
         if spec.hinted_fraction >= 1.0:
             hinted = within.copy()
         else:
-            hinted = (visible | (rng.random(n) < spec.hinted_fraction)) & within
+            hinted = (visible | (rng().random(n) < spec.hinted_fraction)) & within
         return _Chunk(nitems, ndead, visible, frozen, hinted)
 
     def _dead_offsets(self, block: int, nitems: int, ndead: int) -> npt.NDArray[np.uint16]:

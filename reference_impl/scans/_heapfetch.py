@@ -1,0 +1,141 @@
+"""Helpers shared by the heap-side scans: TID digests, finding an index, walking a btree range.
+
+* ``TidDigest`` summarises a set of TIDs by an order-independent 64-bit sum of mixed TIDs plus a
+  count, so two variants that return the same tuples (possibly in another order, e.g. a
+  synchronized BERNOULLI scan starting elsewhere) give the same answer without keeping millions
+  of TIDs.
+* ``find_index`` resolves the index a bitmap or index scan uses: by name, or the table's first
+  index of the wanted kind (from the synthetic relation's spec).
+* ``btree_range_leaves`` is the index side of a btree range scan (``_bt_first`` / ``_bt_next``):
+  from the root down to the leaf holding the first key (``_bt_search``, each page released as the
+  next is read), then right along the leaf level while the leaves hold keys of the range. Every
+  page is one ``ReadBuffer`` without strategy (context ``normal``), as ``_bt_getbuf`` does; a leaf
+  is released as soon as its items are copied (an MVCC plain index scan drops the leaf pin at
+  once). The metapage is read first only when the backend has no cached copy (``rd_amcache``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..buffers.bufmgr import Backend
+from ..errors import ModelUsageError
+from ..relations.btree import BTreeContent
+from ..relations.mixing import mix64, seed_words
+from ..storage.relation import ForkNumber, Relation
+
+__all__ = ["TidDigest", "find_index", "btree_range_leaves", "key_range"]
+
+_DIGEST_KEY = seed_words(0x54494453)
+_M64 = 0xFFFFFFFFFFFFFFFF
+_GOLDEN = 0x9E3779B97F4A7C15
+_OFFSET = (int(_DIGEST_KEY) * _GOLDEN + _GOLDEN) & _M64
+_SMALL = 24
+
+
+def _mix_int(x: int) -> int:
+    """``relations.mixing.mix64`` of one word with the digest key, on Python ints (no numpy cost)."""
+    z = (x + _OFFSET) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+class TidDigest:
+    """An order-independent digest of a multiset of TIDs (count + wrapped sum of mixed TIDs)."""
+
+    __slots__ = ("count", "_sum")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._sum = 0
+
+    def add(self, block: int, offsets: npt.NDArray[Any] | list[int]) -> None:
+        n = len(offsets)
+        if n == 0:
+            return
+        if n <= _SMALL:
+            base = block << 16
+            total = self._sum
+            for o in offsets if isinstance(offsets, list) else offsets.tolist():
+                total += _mix_int(base | o)
+            self._sum = total & _M64
+        else:
+            keys = (np.uint64(block) << np.uint64(16)) | np.asarray(offsets, dtype=np.uint64)
+            self._sum = (self._sum + int(mix64(keys, _DIGEST_KEY).sum(dtype=np.uint64))) & _M64
+        self.count += n
+
+    @property
+    def value(self) -> int:
+        return self._sum
+
+
+def find_index(ctx: Any, rel: Relation, name: str | None, kind: str) -> Relation:
+    """The index ``name`` of ``rel``, or its first index of ``kind`` (``ModelUsageError`` if none)."""
+    instance = ctx.instance
+    if name is not None:
+        idx = instance.relation(name)
+        if getattr(idx.content, "kind", None) != kind:
+            raise ModelUsageError(f"index {name!r} is not a {kind} index")
+        return idx
+    spec = getattr(rel.content, "spec", None)
+    if spec is not None:
+        for ispec in spec.indexes:
+            if ispec.kind == kind:
+                return instance.relation(ispec.default_name(spec.name))
+    raise ModelUsageError(
+        f"relation {rel.name!r} has no {kind} index: build it with RelationSpec(indexes=(IndexSpec({kind!r}),))"
+    )
+
+
+def key_range(total: int, key_start: float, selectivity: float) -> tuple[int, int]:
+    """Key ranks ``[lo, hi)`` of ``WHERE key >= start AND key < start + selectivity`` (fractions)."""
+    lo = min(total, int(key_start * total))
+    hi = min(total, lo + round(selectivity * total))
+    return lo, hi
+
+
+def btree_range_leaves(
+    backend: Backend,
+    index: Relation,
+    lo: int,
+    hi: int,
+    *,
+    metapage_cached: bool,
+    pages_read: list[int],
+) -> Iterator[npt.NDArray[np.int64]]:
+    """Read the btree pages a scan of key ranks ``[lo, hi)`` needs; yield each leaf's ranks in range.
+
+    ``pages_read`` receives every index block pinned, in order.
+    """
+    bt = index.content
+    if not isinstance(bt, BTreeContent):
+        raise ModelUsageError(f"index {index.name!r} is not a synthetic btree")
+
+    def read(block: int) -> int:
+        pages_read.append(block)
+        return backend.read_buffer(index, block, ForkNumber.MAIN, None)
+
+    if not metapage_cached:
+        backend.release_buffer(read(0))
+    if hi <= lo or bt.nleaves == 0:
+        return
+    pos = bt.leaf_of_rank(lo)
+    buf = -1
+    for block in bt.descent(pos):
+        if buf >= 0:
+            backend.release_buffer(buf)
+        buf = read(block)
+    while True:
+        first, n = bt.leaf_ranks(pos)
+        ranks = np.arange(max(lo, first), min(hi, first + n), dtype=np.int64)
+        backend.release_buffer(buf)
+        yield ranks
+        pos += 1
+        if pos >= bt.nleaves or bt.leaf_ranks(pos)[0] >= hi:
+            return
+        buf = read(bt.leaf_block(pos))
