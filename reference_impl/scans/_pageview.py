@@ -39,6 +39,7 @@ PAGE_HEADER = 24
 ITEM_ID = 4
 _TUPLE_HEADER = 24
 _DEFAULT_WIDTH = 100
+_MAX_HEAP_TUPLES_PER_PAGE = 291
 
 
 def _maxalign(n: int) -> int:
@@ -50,19 +51,46 @@ def page_exact_free_space(max_offset: int, stored_bytes: int) -> int:
     return max(0, BLCKSZ - PAGE_HEADER - ITEM_ID * max_offset - stored_bytes)
 
 
-@dataclass(frozen=True, slots=True)
 class HeapPage:
-    """One heap page as VACUUM and pgstattuple see it."""
+    """One heap page as VACUUM and pgstattuple see it (the synthetic content's page, or a default).
 
-    block: int
-    nlive: int
-    ndead: int
-    max_offset: int
-    dead_offsets: npt.NDArray[np.int64]
-    all_visible: bool
-    all_frozen: bool
-    hinted: bool
-    tuple_len: int  # t_len of every tuple on the page (header included)
+    ``dead_offsets`` is computed only when asked: VACUUM needs it for pages whose dead items go
+    into the dead-TID store, every other caller only needs the counts.
+    """
+
+    __slots__ = (
+        "block",
+        "nlive",
+        "ndead",
+        "max_offset",
+        "all_visible",
+        "all_frozen",
+        "hinted",
+        "tuple_len",
+        "_src",
+    )
+
+    def __init__(self, block: int, src: Any, tuple_len: int) -> None:
+        self.block = block
+        self._src = src
+        self.tuple_len = tuple_len
+        if src is None:
+            self.nlive, self.ndead, self.max_offset = 1, 0, 1
+            self.all_visible = self.all_frozen = False
+            self.hinted = True
+        else:
+            self.nlive = int(src.nlive)
+            self.ndead = int(src.ndead)
+            self.max_offset = int(src.max_offset)
+            self.all_visible = bool(src.all_visible)
+            self.all_frozen = bool(src.all_frozen)
+            self.hinted = bool(src.hinted)
+
+    @property
+    def dead_offsets(self) -> npt.NDArray[np.int64]:
+        if self._src is None or self.ndead == 0:
+            return np.empty(0, dtype=np.int64)
+        return np.asarray(self._src.dead_offsets, dtype=np.int64)
 
     @property
     def is_empty(self) -> bool:
@@ -76,7 +104,15 @@ class HeapPage:
 
     @property
     def exact_free_space(self) -> int:
+        """``PageGetExactFreeSpace``."""
         return page_exact_free_space(self.max_offset, self.stored_bytes)
+
+    @property
+    def free_space(self) -> int:
+        """``PageGetHeapFreeSpace``: what VACUUM records in the FSM."""
+        if self.max_offset >= _MAX_HEAP_TUPLES_PER_PAGE:
+            return 0
+        return max(0, self.exact_free_space - ITEM_ID)
 
 
 class HeapView:
@@ -95,21 +131,8 @@ class HeapView:
 
     def page(self, block: int) -> HeapPage:
         content = self.content
-        if content is None:
-            return HeapPage(block, 1, 0, 1, np.empty(0, dtype=np.int64), False, False, True, self.tuple_len)
-        p = content.page(ForkNumber.MAIN, block)
-        dead = np.asarray(p.dead_offsets, dtype=np.int64)
-        return HeapPage(
-            block,
-            int(p.nlive),
-            int(p.ndead),
-            int(p.max_offset),
-            dead,
-            bool(p.all_visible),
-            bool(p.all_frozen),
-            bool(p.hinted),
-            self.tuple_len,
-        )
+        src = None if content is None else content.page(ForkNumber.MAIN, block)
+        return HeapPage(block, src, self.tuple_len)
 
     def vm_flags(self, block: int) -> int:
         """The block's visibility-map bits as the synthetic relation lays them out."""
