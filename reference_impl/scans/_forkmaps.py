@@ -30,6 +30,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..buffers.bufmgr import RBM_ZERO_AND_LOCK, RBM_ZERO_ON_ERROR, Backend
+from ..relations.layout import (
+    FSM_SLOTS_PER_PAGE,
+    HEAPBLOCKS_PER_VM_PAGE,
+    fsm_leaf_block,
+    fsm_logical_to_physical,
+    fsm_nblocks,
+    vm_block,
+    vm_nblocks,
+)
 from ..storage.relation import ForkNumber, Relation
 
 __all__ = [
@@ -50,8 +59,7 @@ __all__ = [
     "truncate_maps",
 ]
 
-VM_HEAPBLOCKS_PER_PAGE = 32672
-FSM_SLOTS_PER_PAGE = 4069
+VM_HEAPBLOCKS_PER_PAGE = HEAPBLOCKS_PER_VM_PAGE
 _FSM_TREE_DEPTH = 3  # levels 2 (root), 1, 0 (leaves) for 8 kB pages
 VM_ALL_VISIBLE = 0x01
 VM_ALL_FROZEN = 0x02
@@ -59,39 +67,12 @@ VM_ALL_FROZEN = 0x02
 VMFlags = Callable[[int], int]
 """``flags(heap_block)`` → ``VM_ALL_VISIBLE | VM_ALL_FROZEN`` bits of that block."""
 
-
-def vm_page_of(heap_block: int) -> int:
-    """``HEAPBLK_TO_MAPBLOCK``."""
-    return heap_block // VM_HEAPBLOCKS_PER_PAGE
-
-
-def vm_fork_size(heap_nblocks: int) -> int:
-    """VM pages needed to cover ``heap_nblocks`` heap blocks (what VACUUM leaves behind)."""
-    return -(-heap_nblocks // VM_HEAPBLOCKS_PER_PAGE)
-
-
-def fsm_physical(level: int, logpageno: int) -> int:
-    """``fsm_logical_to_physical``: physical block of a tree page (level 0 = leaves)."""
-    leafno = logpageno
-    for _ in range(level):
-        leafno *= FSM_SLOTS_PER_PAGE
-    pages = 0
-    for _ in range(_FSM_TREE_DEPTH):
-        pages += leafno + 1
-        leafno //= FSM_SLOTS_PER_PAGE
-    return pages - level - 1
-
-
-def fsm_leaf_of(heap_block: int) -> int:
-    """Physical FSM block of the leaf covering ``heap_block``."""
-    return fsm_physical(0, heap_block // FSM_SLOTS_PER_PAGE)
-
-
-def fsm_fork_size(heap_nblocks: int) -> int:
-    """FSM pages present once every heap block has been recorded (0 for an empty heap)."""
-    if heap_nblocks <= 0:
-        return 0
-    return fsm_leaf_of(heap_nblocks - 1) + 1
+# The page arithmetic is the synthetic relations' (they size the forks with it).
+vm_page_of = vm_block
+vm_fork_size = vm_nblocks
+fsm_physical = fsm_logical_to_physical
+fsm_leaf_of = fsm_leaf_block
+fsm_fork_size = fsm_nblocks
 
 
 def _extend_and_pin(backend: Backend, rel: Relation, fork: ForkNumber, block: int) -> int:
