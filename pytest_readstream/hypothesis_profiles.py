@@ -8,7 +8,8 @@ simulated scan's run time says nothing about the code under test.
   exactly from the seed printed in the log;
 * ``dev`` — hypothesis' defaults with more examples, and the example database, so a failure found
   once is tried first next time;
-* ``thorough`` — many examples, for a nightly job or before a release.
+* ``thorough`` — many examples, for a nightly job or before a release, drawn from the run's seed
+  as under ``ci``.
 
 A project that registered a profile of the same name keeps its own: the plugin only registers
 names that are still free, except ``ci``, which replaces hypothesis' own built-in ``ci`` profile
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["OWN_PROFILES", "register_profiles"]
+__all__ = ["OWN_PROFILES", "SEEDED_PROFILES", "register_profiles"]
 
 OWN_PROFILES = ("ci", "dev", "thorough")
+# Profiles under which the plugin hands the run's seed to hypothesis.
+SEEDED_PROFILES = ("ci", "thorough")
 
 
 def _profiles() -> dict[str, dict[str, Any]]:

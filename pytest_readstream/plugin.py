@@ -142,19 +142,20 @@ def _setup_hypothesis(config: pytest.Config, opts: ReadstreamOptions, state: _St
         return
     from hypothesis import settings
 
-    from .hypothesis_profiles import OWN_PROFILES, register_profiles
+    from .hypothesis_profiles import SEEDED_PROFILES, register_profiles
 
     current = settings.get_current_profile_name()
     if current in register_profiles():
         # A conftest loaded this name before the plugin registered it (hypothesis' own "ci"):
         # load it again so that the plugin's version is the one in force.
         settings.load_profile(current)
-    # One seed drives hypothesis too when the run asked for reproducibility: one of our profiles,
-    # or a seed chosen by the user. An explicit --hypothesis-seed always wins.
+    # One seed drives hypothesis too when the run asked for reproducibility: the ci or thorough
+    # profile, or a seed chosen by the user. (Not dev: a forced seed would bypass its example
+    # database.) An explicit --hypothesis-seed always wins.
     if (
         hasattr(config.option, "hypothesis_seed")
         and config.option.hypothesis_seed is None
-        and ((profile or current) in OWN_PROFILES or opts.seed_given)
+        and ((profile or current) in SEEDED_PROFILES or opts.seed_given)
     ):
         config.option.hypothesis_seed = str(opts.seed)
         # hypothesis keeps the seed in a module global; put it back at unconfigure so that an

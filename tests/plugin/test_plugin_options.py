@@ -202,14 +202,20 @@ def test_hypothesis_profiles_and_seed(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-s", "--hypothesis-profile=ci", "--readstream-seed=99")
     result.assert_outcomes(passed=2)
     assert _probe(result, "PROFILE") == ["ci", "25", "None", "None", "99"]
-    result = pytester.runpytest("-s", "--hypothesis-profile=thorough", "--hypothesis-seed=5")
+    result = pytester.runpytest(
+        "-s", "-k", "test_profile", "--hypothesis-profile=thorough", "--hypothesis-seed=5"
+    )
     line = _probe(result, "PROFILE")
     assert line[:2] == ["thorough", "1000"]
     assert line[-1] == "5"  # an explicit --hypothesis-seed wins
-    result = pytester.runpytest("-s", "--hypothesis-profile=dev")
+    result = pytester.runpytest("-s", "-k", "test_profile", "--hypothesis-profile=thorough")
+    line = _probe(result, "PROFILE")
+    assert line[:2] == ["thorough", "1000"]
+    assert re.fullmatch(r"\d+", line[-1])  # the run's random seed seeds hypothesis too
+    result = pytester.runpytest("-s", "-k", "test_profile", "--hypothesis-profile=dev")
     line = _probe(result, "PROFILE")
     assert line[:2] == ["dev", "100"]
-    assert re.fullmatch(r"\d+", line[-1])  # a random run seed still seeds hypothesis under dev
+    assert line[-1] == "None"  # dev keeps hypothesis' own seeding and its example database
 
 
 @pytest.mark.usefixtures("keep_hypothesis_state")
