@@ -107,7 +107,7 @@ class ReadBuffersOperation:
         self.nblocks_done = 0
         self.flags = 0
         self.ioh: InflightIO | None = None
-        self.context = io_context_for_strategy(strategy)
+        self.context = "normal" if strategy is None else strategy.btype.value  # IOContextForStrategy
         self.relstats: Any = None
 
     def set_strategy(self, strategy: BufferAccessStrategy | None) -> None:
@@ -354,7 +354,8 @@ class Backend:
         return self.pool.tag[buf] & 0xFFFFFFFF
 
     def buffer_tag(self, buf: int) -> tuple[int, ForkNumber, int]:
-        return Relation.split_tag(self.pool.tag[buf])
+        relid, fork, block = Relation.split_tag(self.pool.tag[buf])
+        return relid, ForkNumber(fork), block
 
     def buffer_is_zeroed(self, buf: int) -> bool:
         """True if the page was zeroed by ``zero_damaged_pages`` (its content is lost)."""
@@ -551,7 +552,10 @@ class Backend:
             st.vacuum_cost_balance += self.settings.vacuum_cost_page_miss * n
         now = self.clock.now
         executes_now = self.io_method.issue(now, ioh, synchronous)
-        pool.schedule_completion(ioh)
+        if not executes_now:
+            # Completed by whoever looks after its completion time (BufferPool.poll); a read the
+            # backend performs itself is completed right after its wait, below.
+            pool.schedule_completion(ioh)
         log = st.read_log
         if log is not None:
             rec = ReadRecord(
@@ -570,8 +574,9 @@ class Backend:
         op.ioh = ioh
         if executes_now:
             # The backend performs the read itself: it is blocked until the data is there.
+            # Other backends that find the buffers I/O-in-progress meanwhile wait for it
+            # (BufferPool.wait_io completes it if they get there first).
             self.clock.wait_until(ioh.complete_at)
-            pool.poll()
             if not ioh.done:
                 pool.complete_io(ioh)
         return True, n

@@ -200,6 +200,7 @@ class ScanResult:
     stream_stats: list[dict[str, Any]] = field(default_factory=list)
     io: dict[str, dict[str, int]] = field(default_factory=dict)
     distance_history: list[tuple[int, int]] | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def read_sizes(self) -> list[int]:
@@ -287,4 +288,5 @@ def run_scan(
         stream_stats=[s.stats.as_dict() for s in ctx.streams],
         io=io,
         distance_history=ctx.streams[0].stats.distance_history if ctx.streams else None,
+        notes=ctx.notes,
     )

@@ -192,11 +192,10 @@ class Relation:
         return self._tag_bases[fork] + block
 
     @staticmethod
-    def split_tag(tag: int) -> tuple[int, ForkNumber, int]:
-        """(relid, fork, block) of an integer tag."""
-        block = tag & 0xFFFFFFFF
+    def split_tag(tag: int) -> tuple[int, int, int]:
+        """(relid, fork number, block) of an integer tag (the fork as a plain int, for speed)."""
         rf = tag >> 32
-        return rf >> 2, ForkNumber(rf & 3), block
+        return rf >> 2, rf & 3, tag & 0xFFFFFFFF
 
     def page(self, fork: ForkNumber, block: int) -> Any:
         """The content of a page (``None`` when the relation has no content model)."""

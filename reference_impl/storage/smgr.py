@@ -126,11 +126,12 @@ class Storage:
     def read(self, rel: Relation, fork: ForkNumber, start: int, n: int, at_us: int) -> ReadOutcome:
         """One physical vectored read of [start, start+n) issued at ``at_us``."""
         self.physical_reads += 1
-        nblocks = rel.nblocks(fork)
+        size = rel._nblocks[fork]  # -1: the fork does not exist
+        nblocks = size if size > 0 else 0
         faults = self.faults
         fate = faults.on_read(rel.name, fork, start, n, at_us) if faults.faults else None
         at = at_us + (fate.extra_us if fate is not None else 0)
-        if start >= nblocks or not rel.exists(fork):
+        if start >= nblocks:
             return ReadOutcome(at + 1, 0, ReadBeyondEOF(rel.name, FORK_NAMES[fork], start, nblocks))
         ok = n if start + n <= nblocks else nblocks - start
         if fate is not None:
@@ -145,7 +146,7 @@ class Storage:
         return ReadOutcome(done, ok, None, corrupt)
 
     def _timing(self, rel: Relation, fork: ForkNumber, start: int, n: int, at: int, nblocks: int) -> int:
-        key = self.file_key(rel, fork, start)
+        key = (rel._tag_bases[fork] >> 16) | (start // RELSEG_SIZE)  # file_key, inlined
         if self.direct_io:
             return self.device.read(at, key, start, n)
         return self.page_cache.read(at, key, start, n, nblocks)
