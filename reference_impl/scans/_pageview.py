@@ -194,9 +194,10 @@ class IndexView:
 
     def __init__(self, rel: Relation) -> None:
         self.rel = rel
-        self.content: Any = rel.content
-        self.kind: str = self.content.kind
-        spec = getattr(self.content, "spec", None)
+        content: Any = rel.content
+        self.content = content
+        self.kind = str(content.kind)
+        spec = getattr(content, "spec", None)
         width = getattr(spec, "key_width", None) if self.kind != "hash" else None
         if width is None:
             width = _KEY_WIDTH_DEFAULT[self.kind]

@@ -125,6 +125,11 @@ def heap_dead_items(heap_content: Any, nblocks: int) -> DeadItems:
     return dead
 
 
+def _content(rel: Relation) -> Any:
+    """The synthetic content of an index relation (a ``BTreeContent``/``HashContent``/``GistContent``)."""
+    return rel.content
+
+
 def _dead_entries(page: Any, dead: DeadItems) -> int:
     """How many of the page's entries point to reaped heap TIDs (``vac_tid_reaped``)."""
     if page.nentries == 0 or dead.num_items == 0:
@@ -145,7 +150,7 @@ def _btvacuumpage(
     """``btvacuumpage``: delete the reaped entries of a leaf; returns 1 if the leaf emptied."""
     be = ctx.backend
     block = be.buffer_block(buf)
-    page = index.content.page(ForkNumber.MAIN, block)
+    page = _content(index).page(ForkNumber.MAIN, block)
     _visit(ctx, block, page.nentries)
     emptied = 0
     if page.is_leaf:
@@ -251,7 +256,7 @@ class _HashState:
         self.ctx = ctx
         self.be = ctx.backend
         self.index = index
-        self.content = index.content
+        self.content = _content(index)
         self.strategy = strategy
         self.metabuf = -1
         self.tuples_removed = 0
@@ -388,7 +393,7 @@ def _hashbulkdelete(
 
     be = ctx.backend
     st = _HashState(ctx, index, strategy)
-    content = index.content
+    content = _content(index)
     if not metapage_cached:
         st.metabuf = st.getbuf_nostrategy(0)  # _hash_getcachedmetap keeps the pin
     maxbucket = content.nbuckets - 1
@@ -448,7 +453,7 @@ def _gistvacuumscan(
     streamed: bool,
 ) -> None:
     be = ctx.backend
-    content = index.content
+    content = _content(index)
     stats.num_pages = 0
     stats.estimated_count = False
     stats.num_index_tuples = 0
@@ -490,7 +495,7 @@ def _gistvacuum_delete_empty_pages(
 ) -> None:
     """``gistvacuum_delete_empty_pages``: unlink empty leaves from their parents."""
     be = ctx.backend
-    content = index.content
+    content = _content(index)
     remaining = len(empty)
     for block in sorted(internal):
         if remaining <= 0:
@@ -499,7 +504,7 @@ def _gistvacuum_delete_empty_pages(
         page = content.page(ForkNumber.MAIN, block)
         children = [int(c) for c in (page.children if page.children is not None else ())]
         maxoff = len(children)
-        todelete = []
+        todelete: list[int] = []
         for c in children:
             if len(todelete) >= maxoff - 1:
                 break
@@ -587,7 +592,7 @@ _COMMON_PARAMS = (
 def _standalone(ctx: ScanContext, index: Relation, kind: str, buffer_usage_limit: int | None) -> Any:
     if index_kind(index) != kind:
         raise ModelUsageError(f"relation {index.name!r} is a {index_kind(index)} index, not a {kind} index")
-    heap = index.content.heap
+    heap = _content(index).heap
     rel = heap.rel
     nblocks = rel.nblocks(ForkNumber.MAIN) if rel is not None else heap.spec.nblocks
     return heap_dead_items(heap, nblocks), vacuum_strategy(ctx.backend, buffer_usage_limit)
@@ -610,8 +615,8 @@ def btvacuumscan(
     dead, strategy = _standalone(ctx, rel, "btree", buffer_usage_limit)
     begin_vacuum_cost(ctx.backend)
     opts = IndexVacuumOptions()
-    stats = index_bulkdelete(ctx, rel, dead, None, strategy, streamed, opts)
-    stats = index_vacuumcleanup(ctx, rel, stats, strategy, streamed, opts)
+    bulk = index_bulkdelete(ctx, rel, dead, None, strategy, streamed, opts)
+    stats = index_vacuumcleanup(ctx, rel, bulk, strategy, streamed, opts)
     end_vacuum_cost(ctx.backend)
     return _answer(stats)
 
@@ -640,8 +645,8 @@ def hashbulkdelete(
     dead, strategy = _standalone(ctx, rel, "hash", buffer_usage_limit)
     begin_vacuum_cost(ctx.backend)
     opts = IndexVacuumOptions(hash_stream=True, hash_metapage_cached=hash_metapage_cached)
-    stats = index_bulkdelete(ctx, rel, dead, None, strategy, streamed, opts)
-    stats = index_vacuumcleanup(ctx, rel, stats, strategy, streamed, opts)
+    bulk = index_bulkdelete(ctx, rel, dead, None, strategy, streamed, opts)
+    stats = index_vacuumcleanup(ctx, rel, bulk, strategy, streamed, opts)
     end_vacuum_cost(ctx.backend)
     return _answer(stats)
 
@@ -660,7 +665,7 @@ def gistvacuumscan(
     dead, strategy = _standalone(ctx, rel, "gist", buffer_usage_limit)
     begin_vacuum_cost(ctx.backend)
     opts = IndexVacuumOptions()
-    stats = index_bulkdelete(ctx, rel, dead, None, strategy, streamed, opts)
-    stats = index_vacuumcleanup(ctx, rel, stats, strategy, streamed, opts)
+    bulk = index_bulkdelete(ctx, rel, dead, None, strategy, streamed, opts)
+    stats = index_vacuumcleanup(ctx, rel, bulk, strategy, streamed, opts)
     end_vacuum_cost(ctx.backend)
     return _answer(stats)

@@ -51,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..buffers.strategy import BufferAccessStrategy
 from ..read_stream import READ_STREAM_MAINTENANCE, READ_STREAM_USE_BATCHING
 from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
 from ._forkmaps import (
@@ -314,7 +315,7 @@ def _lazy_scan_heap(
     ctx: ScanContext,
     vac: _LVRelState,
     streamed: bool,
-    strategy: Any,
+    strategy: BufferAccessStrategy | None,
     opts: IndexVacuumOptions,
     indexes: list[Relation],
     dead_items_max: int | None,
@@ -387,7 +388,7 @@ def _lazy_vacuum(
     ctx: ScanContext,
     vac: _LVRelState,
     streamed: bool,
-    strategy: Any,
+    strategy: BufferAccessStrategy | None,
     opts: IndexVacuumOptions,
     indexes: list[Relation],
 ) -> None:
@@ -415,7 +416,9 @@ def _lazy_vacuum(
     vac.dead_items.reset()
 
 
-def _lazy_vacuum_heap_rel(ctx: ScanContext, vac: _LVRelState, streamed: bool, strategy: Any) -> None:
+def _lazy_vacuum_heap_rel(
+    ctx: ScanContext, vac: _LVRelState, streamed: bool, strategy: BufferAccessStrategy | None
+) -> None:
     """``lazy_vacuum_heap_rel`` (phase III): every block with dead items, ascending."""
     from .. import begin_stream
 
@@ -486,7 +489,9 @@ def _should_attempt_truncation(vac: _LVRelState) -> bool:
     )
 
 
-def _count_nondeletable_pages(ctx: ScanContext, vac: _LVRelState, strategy: Any) -> int:
+def _count_nondeletable_pages(
+    ctx: ScanContext, vac: _LVRelState, strategy: BufferAccessStrategy | None
+) -> int:
     """``count_nondeletable_pages``: backwards from the end, one read per block, with advice."""
     be = ctx.backend
     rel = vac.rel
@@ -510,7 +515,7 @@ def _count_nondeletable_pages(ctx: ScanContext, vac: _LVRelState, strategy: Any)
     return vac.nonempty_pages
 
 
-def _lazy_truncate_heap(ctx: ScanContext, vac: _LVRelState, strategy: Any) -> None:
+def _lazy_truncate_heap(ctx: ScanContext, vac: _LVRelState, strategy: BufferAccessStrategy | None) -> None:
     """``lazy_truncate_heap``: one pass (no lock waiters in the model)."""
     be = ctx.backend
     rel = vac.rel
