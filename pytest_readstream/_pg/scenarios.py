@@ -1,0 +1,443 @@
+"""The fidelity scenarios: operations run both through the model and on a real PostgreSQL 18.
+
+Each :class:`Scenario` is one scan (a name of ``reference_impl.scans``) on one synthetic
+relation (a ``RelationSpec``, built identically on both sides) under one set of settings
+(``reference_impl.Settings`` fields). The set covers what the fidelity issue lists: sequential
+scans with ``io_combine_limit`` 1, 4, 8, 16 and 32 and ``effective_io_concurrency`` 0, 1 and 16
+on ``io_method`` sync and worker, tables below and above ``NBuffers / 4`` (no ring, ring) and one
+crossing a 1 GiB segment; SYSTEM and BERNOULLI with ``REPEATABLE`` seeds, SYSTEM_ROWS and
+SYSTEM_TIME; ANALYZE's sample; ``pg_prewarm`` in its three modes; VACUUM with and without
+skippable pages, with a btree and with a hash index; bitmap heap and index scans; the
+pgstattuple family; amcheck.
+
+Most scenarios must agree exactly. A few cannot, and say why with a named reason from
+:data:`REASONS`; each reason lists the checks that still hold (the oracle runs them, and a
+scenario whose checks fail counts as a disagreement). ``fast`` marks the subset CI runs live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reference_impl.relations import IndexSpec, RelationSpec
+
+__all__ = ["Reason", "REASONS", "Scenario", "SCENARIOS", "RELATIONS", "scenario_names"]
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a scenario's model and server figures may differ, and what must hold anyway."""
+
+    name: str
+    text: str
+    checks: tuple[str, ...]
+
+
+REASONS: dict[str, Reason] = {
+    "backend-prng-seed": Reason(
+        "backend-prng-seed",
+        "The block choice is drawn from the backend's private PRNG (pg_global_prng_state): "
+        "ANALYZE's block sampler, and the start block and stride of SYSTEM_ROWS and SYSTEM_TIME, "
+        "which reject REPEATABLE in PostgreSQL 18. SQL can neither read nor set that seed, so the "
+        "model runs with its own and picks other blocks; how many blocks are read does not "
+        "depend on the seed.",
+        ("read_bytes_equal", "contexts_equal"),
+    ),
+    "real-time-limit": Reason(
+        "real-time-limit",
+        "TABLESAMPLE SYSTEM_TIME stops when its limit has passed on the server's clock; the model "
+        "runs on a virtual clock, so how many blocks fit into the limit differs. The visit order "
+        "is still a stride permutation of the table, read one block per I/O.",
+        ("stride_order", "one_block_reads"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One fidelity scenario (see the module docstring).
+
+    ``target`` names the relation whose resident main-fork blocks form the compared block set
+    (``None``: the table); ``answer_keys`` are answer fields that must also be equal;
+    ``reason`` names an entry of :data:`REASONS` when exact agreement is impossible.
+    """
+
+    name: str
+    scan: str
+    relation: RelationSpec
+    settings: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    target: str | None = None
+    answer_keys: tuple[str, ...] = ()
+    reason: str | None = None
+    fast: bool = False
+    note: str = ""
+
+    @property
+    def server_key(self) -> tuple[Any, ...]:
+        """Settings that need a server restart: scenarios are run grouped by them."""
+        s = self.settings
+        return (
+            s.get("io_method", "worker"),
+            s.get("shared_buffers", 16384),
+            s.get("io_max_combine_limit", 16),
+        )
+
+
+# ------------------------------------------------------------------------------ relations
+RELATIONS: dict[str, RelationSpec] = {
+    # 2000 blocks: below NBuffers / 4 = 4096 with the default pool, so no ring.
+    "small": RelationSpec(name="small", nblocks=2000, tuples_per_page=3, tuple_width=2000, seed=1),
+    # 5000 blocks: above 4096, so sequential scans use a BULKREAD ring.
+    "bulk": RelationSpec(name="bulk", nblocks=5000, tuples_per_page=3, tuple_width=2000, seed=2),
+    # Just over 131072 blocks: the 1 GiB segment boundary lies inside the table.
+    "segment": RelationSpec(
+        name="seg",
+        nblocks=131_080,
+        tuples_per_page=1,
+        tuple_width=5000,
+        all_visible_fraction=1.0,
+        all_frozen_fraction=1.0,
+        seed=3,
+    ),
+    # Variable line pointers per page: BERNOULLI chooses tuples by (block, offset).
+    "sample": RelationSpec(
+        name="samp", nblocks=3000, tuples_per_page=("uniform", 1, 20), tuple_width=300, seed=4
+    ),
+    # One row per page, so SYSTEM_ROWS(n) reads n blocks.
+    "onerow": RelationSpec(name="onerow", nblocks=1500, tuples_per_page=1, tuple_width=5000, seed=5),
+    "vac_noskip": RelationSpec(
+        name="vacn", nblocks=1000, tuples_per_page=20, tuple_width=300, dead_fraction=0.05, seed=6
+    ),
+    "vac_skip": RelationSpec(
+        name="vacs",
+        nblocks=1000,
+        tuples_per_page=20,
+        tuple_width=300,
+        dead_fraction=0.05,
+        all_visible_fraction=0.6,
+        all_frozen_fraction=0.3,
+        vm_pattern="prefix",
+        seed=7,
+    ),
+    "vac_btree": RelationSpec(
+        name="vacb", nblocks=800, tuple_width=100, dead_fraction=0.02, indexes=(IndexSpec("btree"),), seed=8
+    ),
+    # 270 blocks of 226 rows: 61,020 entries, 256 hash buckets (a power of two: no overflow).
+    "vac_hash": RelationSpec(
+        name="vach", nblocks=270, tuple_width=5, dead_fraction=0.01, indexes=(IndexSpec("hash"),), seed=9
+    ),
+    "indexed": RelationSpec(
+        name="idx", nblocks=1000, tuple_width=100, indexes=(IndexSpec("btree"),), seed=10
+    ),
+    "scattered": RelationSpec(
+        name="scat", nblocks=1000, tuple_width=100, indexes=(IndexSpec("btree", correlation=0.3),), seed=11
+    ),
+    "approx": RelationSpec(
+        name="approx",
+        nblocks=1200,
+        tuples_per_page=10,
+        tuple_width=500,
+        all_visible_fraction=0.5,
+        vm_pattern="runs",
+        seed=12,
+    ),
+}
+
+_NO_SYNC = {"synchronize_seqscans": False}
+
+
+def _seq_matrix() -> list[Scenario]:
+    out: list[Scenario] = []
+    small = RELATIONS["small"]
+    grid = [
+        ("worker", 1, 16),
+        ("worker", 4, 16),
+        ("worker", 8, 16),
+        ("worker", 16, 16),
+        ("worker", 32, 16),
+        ("worker", 16, 0),
+        ("worker", 16, 1),
+        ("sync", 1, 16),
+        ("sync", 8, 1),
+        ("sync", 16, 16),
+        ("sync", 32, 0),
+        ("sync", 4, 0),
+    ]
+    for method, icl, eic in grid:
+        settings: dict[str, Any] = {
+            "io_method": method,
+            "io_combine_limit": icl,
+            "effective_io_concurrency": eic,
+        }
+        if icl > 16:
+            settings["io_max_combine_limit"] = icl
+        out.append(
+            Scenario(
+                f"seqscan-2000-{method}-icl{icl}-eic{eic}",
+                "seqscan",
+                small,
+                settings,
+                answer_keys=("rows",),
+                fast=(method, icl, eic) in (("worker", 16, 16), ("sync", 1, 16), ("worker", 4, 16)),
+            )
+        )
+    bulk = RELATIONS["bulk"]
+    for method, icl, eic in (("worker", 16, 16), ("sync", 1, 16), ("worker", 16, 0), ("sync", 32, 16)):
+        settings = {"io_method": method, "io_combine_limit": icl, "effective_io_concurrency": eic, **_NO_SYNC}
+        if icl > 16:
+            settings["io_max_combine_limit"] = icl
+        out.append(
+            Scenario(
+                f"seqscan-5000-ring-{method}-icl{icl}-eic{eic}",
+                "seqscan",
+                bulk,
+                settings,
+                answer_keys=("rows",),
+                note="above NBuffers/4: BULKREAD ring",
+            )
+        )
+    out.append(
+        Scenario(
+            "seqscan-600-ring-pool2048",
+            "seqscan",
+            RelationSpec(name="pool", nblocks=600, tuples_per_page=3, tuple_width=2000, seed=13),
+            {"shared_buffers": 2048, **_NO_SYNC},
+            answer_keys=("rows",),
+            note="pool of 2048 buffers: 600 > 512 blocks uses the ring; pin limit 11",
+        )
+    )
+    out.append(
+        Scenario(
+            "seqscan-segment-crossing",
+            "seqscan",
+            RELATIONS["segment"],
+            dict(_NO_SYNC),
+            answer_keys=("rows",),
+            note="131,080 blocks: one read is cut at the 1 GiB boundary",
+        )
+    )
+    return out
+
+
+def _sampling() -> list[Scenario]:
+    sample = RELATIONS["sample"]
+    onerow = RELATIONS["onerow"]
+    bulk = RELATIONS["bulk"]
+    keys = ("rows", "tid_digest")
+    return [
+        Scenario(
+            "system-5pct-repeatable",
+            "tablesample_system",
+            sample,
+            params={"sample_percent": 5.0, "repeatable_seed": 7.0},
+            answer_keys=keys,
+            fast=True,
+        ),
+        Scenario(
+            "system-0.5pct-repeatable",
+            "tablesample_system",
+            sample,
+            params={"sample_percent": 0.5, "repeatable_seed": 42.25},
+            answer_keys=keys,
+        ),
+        Scenario(
+            "system-2pct-ring",
+            "tablesample_system",
+            bulk,
+            _NO_SYNC,
+            params={"sample_percent": 2.0, "repeatable_seed": -17.0},
+            answer_keys=keys,
+            note="above NBuffers/4 and >= 1 %: BULKREAD ring",
+        ),
+        Scenario(
+            "bernoulli-10pct-repeatable",
+            "tablesample_bernoulli",
+            sample,
+            params={"sample_percent": 10.0, "repeatable_seed": 3.0},
+            answer_keys=keys,
+        ),
+        Scenario(
+            "bernoulli-1pct-ring",
+            "tablesample_bernoulli",
+            bulk,
+            _NO_SYNC,
+            params={"sample_percent": 1.0, "repeatable_seed": 9.0},
+            answer_keys=keys,
+        ),
+        Scenario(
+            "system_rows-whole-table",
+            "tablesample_system_rows",
+            onerow,
+            params={"rows": 2000},
+            answer_keys=("rows",),
+            note="more rows than the table: every block, in stride order",
+        ),
+        Scenario(
+            "system_rows-200",
+            "tablesample_system_rows",
+            onerow,
+            params={"rows": 200},
+            answer_keys=("rows",),
+            reason="backend-prng-seed",
+        ),
+        Scenario(
+            "system_time-whole-table",
+            "tablesample_system_time",
+            onerow,
+            params={"time_ms": 100000.0},
+            answer_keys=("rows",),
+            note="a limit no run reaches: every block",
+        ),
+        Scenario(
+            "system_time-1ms",
+            "tablesample_system_time",
+            onerow,
+            params={"time_ms": 1.0},
+            reason="real-time-limit",
+        ),
+    ]
+
+
+def _maintenance() -> list[Scenario]:
+    small = RELATIONS["small"]
+    return [
+        Scenario(
+            "analyze-every-block",
+            "analyze",
+            small,
+            params={"statistics_target": 10},
+            note="300 × 10 = 3000 ≥ 2000 blocks: the sample is the whole table",
+        ),
+        Scenario(
+            "analyze-sampled",
+            "analyze",
+            RELATIONS["bulk"],
+            params={"statistics_target": 2},
+            reason="backend-prng-seed",
+            note="600 of 5000 blocks",
+        ),
+        Scenario(
+            "prewarm-buffer-ring-size-table",
+            "pg_prewarm",
+            RELATIONS["bulk"],
+            answer_keys=("blocks",),
+            fast=True,
+        ),
+        Scenario(
+            "prewarm-buffer-segment-boundary",
+            "pg_prewarm",
+            RELATIONS["segment"],
+            params={"first_block": 131_000, "last_block": 131_079},
+            answer_keys=("blocks",),
+        ),
+        Scenario("prewarm-read", "pg_prewarm_read", small, answer_keys=("blocks",)),
+        Scenario("prewarm-prefetch", "pg_prewarm_prefetch", small, answer_keys=("blocks",)),
+        Scenario(
+            "vacuum-no-skippable-pages",
+            "vacuum",
+            RELATIONS["vac_noskip"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+        ),
+        Scenario(
+            "vacuum-skippable-pages",
+            "vacuum",
+            RELATIONS["vac_skip"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            fast=True,
+        ),
+        Scenario(
+            "vacuum-btree",
+            "vacuum",
+            RELATIONS["vac_btree"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+        ),
+        Scenario(
+            "vacuum-hash-index",
+            "vacuum",
+            RELATIONS["vac_hash"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+        ),
+        Scenario(
+            "pgstattuple",
+            "pgstattuple",
+            RELATIONS["vac_noskip"],
+            answer_keys=("table_len", "tuple_count", "dead_tuple_count"),
+        ),
+        Scenario(
+            "pgstattuple_approx",
+            "pgstattuple_approx",
+            RELATIONS["approx"],
+            answer_keys=("table_len", "scanned_percent"),
+        ),
+        Scenario(
+            "pgstatindex",
+            "pgstatindex",
+            RELATIONS["indexed"],
+            target="idx_btree",
+            answer_keys=("index_size", "leaf_pages", "internal_pages", "tree_level"),
+        ),
+        Scenario(
+            "pgstathashindex",
+            "pgstathashindex",
+            RELATIONS["vac_hash"],
+            target="vach_hash",
+            answer_keys=("bucket_pages", "overflow_pages", "bitmap_pages"),
+        ),
+        Scenario("verify_heapam", "verify_heapam", small, answer_keys=("corruption",)),
+        Scenario(
+            "bt_index_check",
+            "bt_index_check",
+            RELATIONS["indexed"],
+            target="idx_btree",
+            answer_keys=("corruption",),
+        ),
+    ]
+
+
+def _index_scans() -> list[Scenario]:
+    keys = ("rows", "tid_digest")
+    return [
+        Scenario(
+            "bitmapscan-correlated",
+            "bitmapscan",
+            RELATIONS["indexed"],
+            params={"key_start": 0.2, "selectivity": 0.05},
+            answer_keys=keys,
+            fast=True,
+        ),
+        Scenario(
+            "bitmapscan-scattered",
+            "bitmapscan",
+            RELATIONS["scattered"],
+            params={"key_start": 0.5, "selectivity": 0.002},
+            answer_keys=keys,
+        ),
+        Scenario(
+            "indexscan-correlated",
+            "indexscan",
+            RELATIONS["indexed"],
+            params={"key_start": 0.6, "selectivity": 0.01},
+            answer_keys=keys,
+        ),
+        Scenario(
+            "tidrangescan",
+            "tidrangescan",
+            RELATIONS["small"],
+            params={"start_block": 100, "end_block": 900},
+            answer_keys=("rows", "tid_digest"),
+        ),
+    ]
+
+
+SCENARIOS: tuple[Scenario, ...] = tuple(_seq_matrix() + _sampling() + _maintenance() + _index_scans())
+
+
+def scenario_names() -> list[str]:
+    return [s.name for s in SCENARIOS]
+
+
+_dups = {s.name for s in SCENARIOS if scenario_names().count(s.name) > 1}
+if _dups:  # pragma: no cover - a programming error caught at import
+    raise RuntimeError(f"duplicate scenario names: {sorted(_dups)}")
