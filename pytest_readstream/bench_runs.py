@@ -30,7 +30,7 @@ from reference_impl import CpuCosts, DeviceProfile, Instance, Settings
 from reference_impl.readahead import HeuristicReadahead
 from reference_impl.scans import SCANS, run_scan
 
-__all__ = ["Run", "simulate_run", "ReadTally", "scan_available", "relation_shapes"]
+__all__ = ["Run", "simulate_run", "trace_run", "ReadTally", "scan_available", "relation_shapes"]
 
 
 def scan_available(name: str) -> bool:
@@ -82,7 +82,8 @@ class Run:
     run (the "all data cached" case). ``overhead_us`` is time of the benchmark harness outside
     the read path, added to the elapsed time. ``device_changes`` are fields of the device this
     run changes on top of the table's calibrated device (a write delay set by the benchmark).
-    ``readahead`` installs
+    ``track_reads=False`` skips the per-read tally (faster; then ``io_time_us`` and the
+    per-relation read counts are ``None``). ``readahead`` installs
     :class:`~reference_impl.readahead.HeuristicReadahead` with these keyword arguments.
     """
 
@@ -103,6 +104,7 @@ class Run:
     readahead: tuple[tuple[str, Any], ...] | None = None
     overhead_us: int = 0
     device_changes: tuple[tuple[str, Any], ...] = ()
+    track_reads: bool = True
     seed: int = 0
     label: str = field(default="", compare=False)
 
@@ -171,7 +173,7 @@ def simulate_run(run: Run) -> dict[str, Any]:
         ra = HeuristicReadahead(**dict(run.readahead))
     for be in backends:
         tally = ReadTally()
-        be.stats.read_log = tally
+        be.stats.read_log = tally if run.track_reads else None
         tallies.append(tally)
         box = [0]
         _timed_flush(be, box)
@@ -210,12 +212,16 @@ def simulate_run(run: Run) -> dict[str, Any]:
     out: dict[str, Any] = {
         "elapsed_us": sum(elapsed) / len(elapsed),
         "elapsed_us_per_client": elapsed,
-        "reads": sum(t.reads for t in tallies),
-        "reads_by_relation": by_relation,
-        "index_reads": sum(n for name, n in by_relation.items() if name != rel.name),
-        "blocks_read": sum(t.blocks for t in tallies),
+        "reads": sum(be.stats.reads for be in backends),
+        "reads_by_relation": by_relation if run.track_reads else None,
+        "index_reads": sum(n for name, n in by_relation.items() if name != rel.name)
+        if run.track_reads
+        else None,
+        "blocks_read": sum(be.stats.shared_blks_read for be in backends),
         "hits": sum(res.hits for res in results),
-        "io_time_us": sum(t.sync_us + be.stats.wait_us for t, be in zip(tallies, backends)),
+        "io_time_us": (
+            sum(t.sync_us + be.stats.wait_us for t, be in zip(tallies, backends)) if run.track_reads else None
+        ),
         "writes": sum(be.stats.shared_blks_written for be in backends),
         "write_time_us": sum(box[0] for box in write_us),
         "result": results[0].result,
@@ -231,3 +237,48 @@ def simulate_run(run: Run) -> dict[str, Any]:
     if ra is not None:
         out["readahead"] = ra.finish().as_dict()
     return out
+
+
+def trace_run(run: Run, max_pages: int | None = None) -> dict[str, Any]:
+    """A ``readstream trace``-shaped dict of one client of ``run``: every read, waits, distance.
+
+    ``max_pages`` stops the scan after that many pages (a window at the start of a long run).
+    """
+    from .plots import attach_wait_recorder
+
+    settings = Settings.from_mapping(dict(run.settings))
+    costs = CpuCosts(**dict(run.costs)) if run.costs else CpuCosts()
+    inst = Instance(settings, device=run.device, costs=costs, seed=run.seed, record_reads=True)
+    rel = _relation(inst, run)
+    params = dict(run.params)
+    if run.warm:
+        run_scan(run.scan, inst.backend("warm-up"), rel, variant=run.variant, keep_blocks=False, **params)
+    be = inst.backend()
+    waits = attach_wait_recorder(be)
+    t0 = inst.clock.now
+    res = run_scan(
+        run.scan, be, rel, variant=run.variant, keep_blocks=False, cancel_after=max_pages, **params
+    )
+    reads = [
+        {
+            "relation": r.relation,
+            "fork": r.fork,
+            "start": r.start,
+            "nblocks": r.nblocks,
+            "submit_us": r.submit_us - t0,
+            "complete_us": r.complete_us - t0,
+            "synchronous": r.synchronous,
+        }
+        for r in res.reads or []
+    ]
+    return {
+        "scan": run.scan,
+        "variant": run.variant,
+        "label": run.label,
+        "settings": settings.as_dict(),
+        "device": {"profile": run.device.name, "read_latency_us": run.device.read_latency_us},
+        "reads": reads,
+        "waits": [(a - t0, b - t0) for a, b in waits],
+        "distance_history": [(t - t0, d) for t, d in (res.distance_history or [])],
+        "stats": {"reads": res.read_count, "blocks_read": res.read_blocks, "elapsed_us": res.elapsed_us},
+    }

@@ -79,14 +79,17 @@ def _calibrate_table(key: str, scale: float) -> tuple[Calibration, Run, dict[str
     cal = table.calibration
     seen: dict[float, tuple[Run, dict[str, Any]]] = {}
 
+    figure_row = next((r for r in table.rows if r.row == cal.figure), None)
+    per_scale = scale if figure_row is None or figure_row.extensive else 1.0
+
     def measure(x: float) -> float:
-        run = cal.run.with_device(table.device(x))
+        run = table.prepared(cal.run).with_device(table.device(x))
         res = simulate_run(run)
         seen[x] = (run, res)
         value = _metric(cal.metric, cal.unit, [res])
         if value is None:
             raise RuntimeError(f"calibration run of {key} produced no {cal.metric}")
-        return value / scale
+        return value / per_scale
 
     x, y, n = calibrate(measure, cal.published, x0=cal.x0, x1=cal.x1, lo=cal.lo, hi=cal.hi)
     done_run, done_res = seen[x]
@@ -191,7 +194,7 @@ def table_rows(
     for spec in table.rows:
         sim: float | None = None
         if missing is None and dev is not None:
-            res = [results.get(r.with_device(dev)) for r in spec.runs]
+            res = [results.get(table.prepared(r).with_device(dev)) for r in spec.runs]
             if all(r is not None for r in res):
                 sim = _metric(spec.metric, spec.unit, res)  # type: ignore[arg-type]
                 if sim is not None and spec.extensive:
@@ -215,6 +218,7 @@ def table_rows(
 
 def _base_row(table: SeedTable, name: str, published: float, sim: float | None, unit: str) -> dict[str, Any]:
     return {
+        "key": table.key,
         "thread": table.thread,
         "table": table.title,
         "row": name,
@@ -398,6 +402,44 @@ def run_seed_benchmarks(
     if plot_dir is not None:
         from .plots import plot_seed_tables
 
-        for path in plot_seed_tables(rows, plot_dir):
+        paths = plot_seed_tables(rows, plot_dir)
+        paths += _timeline_plots(all_tables, calibs, Path(plot_dir))
+        for path in paths:
             stream.write(f"plot written to {path}\n")
     return rows
+
+
+# Runs drawn as I/O timelines with --plot: (table key, row, pages of the window).
+_TIMELINES = (
+    ("sample-64gib", "SYSTEM(1) master", 60),
+    ("sample-64gib", "SYSTEM(1) patch", 400),
+    ("sample-system-time", "sync eic=256 patched", None),
+    ("checksums", "io_method=worker patch", 600),
+)
+
+
+def _timeline_plots(tables: list[SeedTable], calibs: dict[str, Calibration], out: Path) -> list[Path]:
+    """I/O timeline (with distance) PNGs of a few seed runs, at their calibrated devices."""
+    from .bench_runs import trace_run
+    from .plots import plot_trace
+
+    paths = []
+    by_key = {t.key: t for t in tables}
+    for key, row, pages in _TIMELINES:
+        table = by_key.get(key)
+        if table is None or key not in calibs:
+            continue
+        spec = next((r for r in table.rows if r.row == row), None)
+        if spec is None:
+            continue
+        run = table.prepared(spec.runs[0]).with_device(table.device(calibs[key].value))
+        trace = trace_run(run, max_pages=pages)
+        window = f", first {pages} pages" if pages else ""
+        title = f"{table.thread}: {row}{window} ({trace['settings']['io_method']})"
+        name = f"trace-{key}-{_slug_row(row)}.png"
+        paths.append(plot_trace(trace, out / name, title=title))
+    return paths
+
+
+def _slug_row(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-").replace("--", "-")

@@ -204,11 +204,11 @@ def plot_seed_tables(rows: Sequence[dict[str, Any]], out_dir: str | os.PathLike[
     out = Path(out_dir)
     if not out.is_dir():
         raise FileNotFoundError(f"plot directory {out} does not exist")
-    tables: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    tables: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        tables.setdefault((r["thread"], r["table"]), []).append(r)
+        tables.setdefault((r.get("key") or _slug(r["table"]), r["thread"], r["table"]), []).append(r)
     paths = []
-    for (thread, table), trs in tables.items():
+    for (key, thread, table), trs in tables.items():
         figures = [r for r in trs if r.get("role") != "derived" and r["unit"] != "×" and r.get("simulated")]
         derived = [r for r in trs if r["unit"] == "×" and r.get("simulated")]
         if not figures and not derived:
@@ -220,7 +220,7 @@ def plot_seed_tables(rows: Sequence[dict[str, Any]], out_dir: str | os.PathLike[
         _bars(axes[1], derived, log=False, ylabel="× (speedup / reduction / ratio)")
         axes[1].set_title("speedups and ratios", fontsize=9)
         fig.suptitle(f"{thread}: {table}", fontsize=10)
-        paths.append(_save(fig, out / f"seed-{_slug(thread)}-{_slug(table)}.png"))
+        paths.append(_save(fig, out / f"seed-{_slug(key)}.png"))
     return paths
 
 

@@ -16,14 +16,17 @@ How it works
 ``Backend.read_buffer`` calls :meth:`HeuristicReadahead.on_read_buffer` before every unstreamed
 read (hit or miss). The *detector* of the relation fork compares the block with the previous
 one: the difference is the stride, and once the same non-zero stride has been seen ``confirm``
-times in a row the pattern is trusted. Then the blocks ``block + stride``, ``block + 2·stride``
-... up to the current *window* are read ahead, skipping blocks already in the pool, continuing
-from a *frontier* so that no block is requested twice::
+times in a row the pattern is trusted. Strides are compared modulo the fork's size, so a stride
+order that wraps around the end (SYSTEM_ROWS, SYSTEM_TIME, a synchronized scan) is one pattern;
+predictions wrap around the end only once the pattern has been seen to. Then the blocks
+``block + stride``, ``block + 2·stride`` ... up to the current *window* are read ahead, skipping
+blocks already in the pool and those requested before (the detector counts how far ahead it
+has asked), so that no block is requested twice::
 
       accesses:  40  41  42  43                (stride 1 confirmed at 42)
       window:            [43 .. 46]            4 blocks ahead, one combined read
       at 43 (a prefetched block is used):  window doubles -> [47 .. 50]
-      a different stride resets the run, the window and the frontier
+      a different stride resets the run and the window
 
 As in Linux's on-demand read-ahead the window starts small and doubles every time a prefetched
 block is actually used, up to ``max_window`` (by default what a stream of this backend could
@@ -127,16 +130,21 @@ class ReadaheadStats:
 
 
 class _Detector:
-    """Locality state of one relation fork (one backend's, or everybody's)."""
+    """Locality state of one relation fork (one backend's, or everybody's).
 
-    __slots__ = ("last", "stride", "run", "window", "frontier")
+    ``ahead`` counts the predicted accesses after ``last`` already requested (read ahead or
+    found resident); ``wrapped`` says the pattern was seen to wrap around the end of the fork.
+    """
+
+    __slots__ = ("last", "stride", "run", "window", "ahead", "wrapped")
 
     def __init__(self, window: int) -> None:
         self.last = -1
         self.stride = 0
         self.run = 0
         self.window = window
-        self.frontier = -1
+        self.ahead = 0
+        self.wrapped = False
 
 
 def readahead_detectors(instance: Instance) -> dict[tuple[int, ...], _Detector]:
@@ -253,15 +261,23 @@ class HeuristicReadahead:
         delta = block - last
         if delta == 0:
             return  # the same page again tells nothing about the next one
-        if delta == det.stride:
+        nblocks = rel.nblocks(fork)
+        if det.run and nblocks and (delta - det.stride) % nblocks == 0:
+            # The same step, possibly around the end of the fork (a stride order taken modulo
+            # the relation size, as SYSTEM_ROWS and a synchronized scan walk it).
             det.run += 1
+            if delta != det.stride:
+                det.wrapped = True
+            if det.ahead:
+                det.ahead -= 1
         else:
             if det.run >= self.confirm:
                 st.mispredictions += 1
             det.stride = delta
             det.run = 1
             det.window = self.initial_window
-            det.frontier = -1
+            det.ahead = 0
+            det.wrapped = False
             return
         if det.run < self.confirm:
             return
@@ -274,7 +290,7 @@ class HeuristicReadahead:
             return
         if det.run == self.confirm:
             st.triggers += 1
-        self._prefetch(backend, rel, fork, block, det, strategy, max_ios)
+        self._prefetch(backend, rel, fork, block, nblocks, det, strategy, max_ios)
 
     def _note_use(self, backend: Backend, tag: int) -> bool:
         """Account for a read of a block that was read ahead; True if the guess paid off."""
@@ -305,33 +321,28 @@ class HeuristicReadahead:
         return head
 
     # ------------------------------------------------------------------------------ prefetching
-    def _predicted(
-        self, rel: Relation, fork: ForkNumber, block: int, det: _Detector, batch: int
-    ) -> list[int]:
-        """The next predicted blocks not yet requested, within the window and the fork.
+    def _predicted(self, block: int, nblocks: int, det: _Detector, budget: int) -> list[int]:
+        """The next predicted blocks not yet requested, at most ``budget`` of them.
 
-        Nothing is returned (and the frontier stays) until at least ``batch`` blocks are due, so
-        that a sequential pattern is read in combined reads rather than one block per access.
+        Predictions stop at the end (or start) of the fork unless the pattern has wrapped around
+        it before, and never come back to ``block``.
         """
         stride = det.stride
-        nblocks = rel.nblocks(fork)
-        b = det.frontier
-        if b < 0 or (stride > 0 and b <= block) or (stride < 0 and b >= block):
-            b = block + stride
-        last = block + stride * det.window
-        if stride > 0:
-            last = min(last, nblocks - 1)
-            if b > last or ((last - b) // stride + 1 < batch and last < nblocks - 1):
-                return []
-            out = list(range(b, last + 1, stride))
-        else:
-            last = max(last, 0)
-            if b >= nblocks:
-                b -= ((b - nblocks) // -stride + 1) * -stride
-            if b < last or ((b - last) // -stride + 1 < batch and last > 0):
-                return []
-            out = list(range(b, last - 1, stride))
-        det.frontier = out[-1] + stride if out else b
+        first = det.ahead + 1
+        last_k = min(det.window, det.ahead + budget)
+        out: list[int] = []
+        k = first
+        while k <= last_k:
+            b = block + k * stride
+            if not 0 <= b < nblocks:
+                if not det.wrapped:
+                    break
+                b %= nblocks
+            if b == block:
+                break
+            out.append(b)
+            k += 1
+        det.ahead = k - 1 if out or k > first else det.ahead
         return out
 
     def _prefetch(
@@ -340,17 +351,36 @@ class HeuristicReadahead:
         rel: Relation,
         fork: ForkNumber,
         block: int,
+        nblocks: int,
         det: _Detector,
         strategy: BufferAccessStrategy | None,
         max_ios: int,
     ) -> None:
-        batch = 1
-        if det.stride in (1, -1):
-            batch = min(backend.settings.effective_io_combine_limit, max(1, det.window // 2))
-        blocks = self._predicted(rel, fork, block, det, batch)
+        st = self.stats
+        sync = backend.io_method.name == "sync"
+        if sync and backend.storage.direct_io:
+            st.unavailable += 1
+            return
+        limit = backend.settings.effective_io_combine_limit
+        sequential = det.stride in (1, -1)
+        if sync:
+            budget = det.window
+        else:
+            self._inflight = [ioh for ioh in self._inflight if not ioh.done]
+            free = max_ios - len(self._inflight)
+            if free <= 0:
+                return
+            budget = free * limit if sequential else free
+        if sequential:
+            # Wait until a combined read's worth is due, so that reads are not one block each;
+            # near the end of the fork take what is left.
+            due = det.window - det.ahead
+            end_near = not det.wrapped and not 0 <= block + det.stride * (det.ahead + due) < nblocks
+            if due < min(limit, max(1, det.window // 2)) and not end_near:
+                return
+        blocks = self._predicted(block, nblocks, det, budget)
         if not blocks:
             return
-        st = self.stats
         mapping = backend.pool.mapping
         base = rel.tag_base(fork)
         todo = []
@@ -363,7 +393,6 @@ class HeuristicReadahead:
             return
         todo.sort()
         runs: list[tuple[int, int]] = []
-        limit = backend.settings.effective_io_combine_limit
         i = 0
         while i < len(todo):
             start = todo[i]
@@ -377,10 +406,7 @@ class HeuristicReadahead:
                 n += 1
             runs.append((start, n))
             i += n
-        if backend.io_method.name == "sync":
-            if backend.storage.direct_io:
-                st.unavailable += 1
-                return
+        if sync:
             # Advice, one posix_fadvise per run (as a stream advises a combined read).
             costs = backend.costs
             for start, n in runs:
@@ -395,12 +421,7 @@ class HeuristicReadahead:
             return
         if det.stride < 0:
             runs.reverse()  # nearest first when reading backwards
-        self._inflight = [ioh for ioh in self._inflight if not ioh.done]
         for start, n in runs:
-            if len(self._inflight) >= max_ios:
-                # Out of I/O slots: the rest is predicted again at the next access.
-                det.frontier = start if det.stride > 0 else start + n - 1
-                break
             self._start(backend, rel, fork, start, n, strategy)
 
     def _start(

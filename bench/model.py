@@ -1,0 +1,57 @@
+"""How fast and how small the model is (``readstream bench model``), with an optional profile.
+
+Usage: ``python bench/model.py [--json PATH] [--nblocks N] [--rss-blocks N] [--profile]``
+
+Prints the model's CPU time per block of a streamed all-miss sequential scan, a bare pin/unpin
+loop's, their ratio, blocks per second, and the peak RSS of simulating a 64 GiB scan (in a
+subprocess). ``--profile`` adds the model's hot spots (cProfile, own time per function).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pytest_readstream.bench_model import (
+    RSS_BLOCKS_64GIB,
+    format_model_benchmark,
+    profile_model,
+    run_model_benchmark,
+)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", help="write the figures to this path")
+    p.add_argument("--nblocks", type=int, default=200_000, help="blocks of the timed scans")
+    p.add_argument(
+        "--rss-blocks", type=int, default=RSS_BLOCKS_64GIB, help="blocks of the RSS scan (0: skip)"
+    )
+    p.add_argument("--profile", action="store_true", help="print the model's hot spots")
+    args = p.parse_args()
+    result = run_model_benchmark(args.json, nblocks=args.nblocks, rss_nblocks=args.rss_blocks or None)
+    print(format_model_benchmark(result))
+    print(
+        json.dumps(
+            {
+                k: result[k]
+                for k in (
+                    "model_ns_per_block",
+                    "bare_ns_per_block",
+                    "ratio",
+                    "blocks_per_second",
+                    "peak_rss_mb_64gib",
+                )
+            }
+        )
+    )
+    if args.profile:
+        print(f"\n{'function':<60} {'calls':>9} {'own s':>8} {'share':>6}")
+        for row in profile_model(min(args.nblocks, 100_000)):
+            print(f"{row['function']:<60} {row['calls']:>9} {row['own_s']:>8.3f} {row['own_share']:>6.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+"""The online-checksums thread's published tables beside the model's (one run, ratios printed).
+
+Usage: ``python bench/seed_online_checksums.py [--json PATH] [--plot DIR] [--table KEY] [--jobs N]``
+"""
+
+from __future__ import annotations
+
+import sys
+
+from _cli import seed_script
+
+if __name__ == "__main__":
+    sys.exit(seed_script("online-checksums"))
