@@ -98,7 +98,10 @@ def _cmd_trace(argv: Sequence[str]) -> int:
     p.add_argument("--plot", help="write an I/O timeline PNG (needs the 'plot' extra)")
     p.add_argument("--limit-lines", type=int, default=60, help="reads printed (the JSON has all)")
     group = p.add_argument_group(f"parameters of {spec.name}")
+    global_options = {a.dest for a in p._actions}
     for prm in spec.params:
+        if prm.name in global_options:
+            continue  # e.g. --seed: the trace's own option is passed to the scan as well
         group.add_argument(
             "--" + prm.name.replace("_", "-"),
             dest="param_" + prm.name,
@@ -107,7 +110,10 @@ def _cmd_trace(argv: Sequence[str]) -> int:
             help=f"{prm.help} (default {prm.default})",
         )
     args = p.parse_args(argv)
-    params = {prm.name: getattr(args, "param_" + prm.name) for prm in spec.params}
+    params = {
+        prm.name: getattr(args, prm.name if prm.name in global_options else "param_" + prm.name)
+        for prm in spec.params
+    }
     params = {k: v for k, v in params.items() if v is not None}
     if spec.name not in SCANS or ("unstreamed" if args.unstreamed else "streamed") not in spec.variants:
         raise CliError(f"scan {spec.name!r} has no {'unstreamed' if args.unstreamed else 'streamed'} variant")

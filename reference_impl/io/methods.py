@@ -22,6 +22,7 @@ the I/O handle, so every method's timeline can be printed.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from typing import TYPE_CHECKING
 
 from ..costs import CpuCosts
@@ -90,17 +91,32 @@ class WorkerIOMethod(IOMethod):
 
     name = "worker"
 
+    # io_worker_queue_size: a ring of 64 slots, one always empty (pgaio_worker_submission_queue_insert).
+    QUEUE_CAPACITY = 63
+
     def __init__(self, storage: Storage, costs: CpuCosts, io_workers: int) -> None:
         super().__init__(storage, costs)
         if not 1 <= io_workers <= 32:
             raise SettingError(f"io_workers = {io_workers} is out of range: allowed 1..32")
         self.io_workers = io_workers
         self._free: list[int] = [0] * io_workers
+        # Start times of submitted reads no worker has picked up yet (non-decreasing: FIFO).
+        self._queued: deque[int] = deque()
         self.dispatched = 0
+        self.queue_full_fallbacks = 0
 
     def issue(self, now: int, ioh: InflightIO, synchronous: bool) -> bool:
         self.ios += 1
         if synchronous:
+            self._execute_in_backend(now, ioh)
+            return True
+        queued = self._queued
+        while queued and queued[0] <= now:
+            queued.popleft()
+        if len(queued) >= self.QUEUE_CAPACITY:
+            # The submission queue is full: the backend performs the read itself
+            # (pgaio_worker_submit_internal).
+            self.queue_full_fallbacks += 1
             self._execute_in_backend(now, ioh)
             return True
         self.dispatched += 1
@@ -112,6 +128,8 @@ class WorkerIOMethod(IOMethod):
         copy = 0 if self.storage.direct_io else int(costs.copy_us_per_block * out.ok_blocks)
         worker_done = out.complete_at + copy
         heapq.heapreplace(self._free, worker_done)
+        if start > now:
+            queued.append(start)
         ioh.submit_us = now
         ioh.outcome = out
         ioh.complete_at = worker_done + int(costs.worker_wakeup_us)

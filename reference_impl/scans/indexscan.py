@@ -17,7 +17,7 @@ data. Flags ``DEFAULT | USE_BATCHING``, no strategy. Heap blocks that follow eac
 order are combined into one read; a correlated index becomes a sequential stream.
 
 Answer (equal for both variants): ``rows``, ``tid_digest``, ``heap_fetches`` (block changes),
-``index_pages`` (index blocks read, in order), ``blocks`` (heap blocks fetched, in order).
+``blocks`` (heap blocks fetched, in order); the index pages read are in the result's ``notes``.
 """
 
 from __future__ import annotations
@@ -170,11 +170,13 @@ def indexscan(
         stream.end()
     if slot >= 0:
         be.release_buffer(slot)
+    # Index pages read are I/O, not the answer: the streamed prototype consumes the index ahead
+    # of the heap fetches, so after a LIMIT it may have read further leaves.
+    ctx.notes["index_pages"] = index_pages
     return {
         "rows": rows,
         "tid_digest": digest.value,
         "heap_fetches": len(fetched),
-        "index_pages": index_pages,
         "blocks": fetched,
         "key_range": [lo, hi],
         "limited": stopped,

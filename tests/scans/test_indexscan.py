@@ -86,7 +86,7 @@ def test_one_single_block_read_per_heap_block_unstreamed() -> None:
     assert [(r.start, r.nblocks) for r in heap] == [(b, 1) for b in range(100, 200)]
     assert all(r.synchronous and r.context == "normal" for r in heap)
     assert all(r.nblocks == 1 and r.context == "normal" for r in index)
-    assert [r.start for r in index] == u.result["index_pages"]
+    assert [r.start for r in index] == u.notes["index_pages"]
     # The streamed prototype turns the correlated index into a sequential stream.
     s, _ = _run(spec, Settings(io_method="worker"), [], "streamed", key_start=0.25, selectivity=0.25)
     assert [r.nblocks for r in s.reads if r.relation == "t"][:5] == [1, 2, 4, 8, 16]
