@@ -12,6 +12,7 @@ phase I ramp, phase III re-reads through the shared ring, bypass, truncation, ea
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -289,10 +290,10 @@ def _hash_thread_spec() -> RelationSpec:
     """The streamify thread's ``hash_vacuum`` table with the index layout inferred in
     ``docs/scans/maintenance.md``: 3,258 buckets grown by splits, one overflow page on each of
     the 838 buckets not yet split in the current doubling (1210..2047)."""
-    ov = tuple(1 if 1210 <= b <= 2047 else 0 for b in range(3258))
-    return SHAPES["hash-vacuum-thread"].replace(
-        name="t", indexes=(IndexSpec("hash", name="t_hash", buckets=3258, overflow=ov),)
-    )
+    spec = SHAPES["hash-vacuum-thread"]
+    (index,) = spec.indexes
+    assert index.buckets == 3258 and sum(index.overflow) == 838
+    return spec.replace(name="t", indexes=(dataclasses.replace(index, name="t_hash"),))
 
 
 @pytest.mark.slow
