@@ -24,7 +24,7 @@ fixtures, so a factory-made fixture is reproducible from ``--readstream-seed``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -38,7 +38,7 @@ __all__ = [
     "readstream_relation_factory",
 ]
 
-_Scope = str
+_Scope = Literal["session", "package", "module", "class", "function"]
 
 
 def _settings_value(settings: Any = None) -> Any:
@@ -70,7 +70,7 @@ def readstream_settings_factory(*, scope: _Scope = "function", **gucs: Any) -> C
     """A fixture returning ``Settings(**gucs)`` (values may be strings with units: ``"1MB"``)."""
     value = _settings_value(gucs)
 
-    @pytest.fixture(scope=scope)  # type: ignore[misc]
+    @pytest.fixture(scope=scope)
     def settings_fixture() -> Any:
         return value
 
@@ -85,7 +85,7 @@ def readstream_storage_factory(
 
     value = changed_profile(_storage_value(profile), dict(fields))
 
-    @pytest.fixture(scope=scope)  # type: ignore[misc]
+    @pytest.fixture(scope=scope)
     def storage_fixture() -> Any:
         return value
 
@@ -107,7 +107,7 @@ def readstream_faults_factory(*faults: Any, scope: _Scope = "function") -> Calla
     """A fixture returning a fresh ``FaultPlan`` of ``faults`` (``Fault``/``ForeignIO``/``CancelAt``)."""
     _plan(list(faults), 0)  # validate now, at conftest import, not in the first test
 
-    @pytest.fixture(scope=scope)  # type: ignore[misc]
+    @pytest.fixture(scope=scope)
     def faults_fixture(request: pytest.FixtureRequest) -> Any:
         return _plan(list(faults), _seed_for(request))
 
@@ -135,7 +135,7 @@ def readstream_instance_factory(
     if faults is not None:
         _plan(faults, 0)  # validate now, at conftest import
 
-    @pytest.fixture(scope=scope)  # type: ignore[misc]
+    @pytest.fixture(scope=scope)
     def instance_fixture(request: pytest.FixtureRequest) -> Any:
         from reference_impl import Instance
 
@@ -182,7 +182,7 @@ def readstream_relation_factory(
 
     make_spec(shape, fields, name=name, where="readstream_relation_factory")  # validate at import
 
-    @pytest.fixture(scope=scope)  # type: ignore[misc]
+    @pytest.fixture(scope=scope)
     def relation_fixture(request: pytest.FixtureRequest) -> Any:
         from ._relations import build
 
