@@ -448,8 +448,13 @@ class HeuristicReadahead:
                 st.speculative_ios += 1
                 st.speculative_blocks += ioh.nblocks
                 self._inflight.append(ioh)
+                pending = self._pending
                 for k in range(accepted):
-                    self._pending[base + start + k] = (bufs[k], ioh.complete_at, k == 0)
+                    tag = base + start + k
+                    if tag in pending:
+                        # Read ahead before, evicted unused, predicted again: the first was wasted.
+                        st.wasted_blocks += 1
+                    pending[tag] = (bufs[k], ioh.complete_at, k == 0)
             for b in bufs:
                 if b != INVALID_BUFFER:
                     backend.release_buffer(b)

@@ -1,0 +1,51 @@
+"""``readstream bench model``: the model's cost per block against a bare loop, and its memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_readstream.bench_model import (
+    bare_pin_loop,
+    format_model_benchmark,
+    model_scan,
+    profile_model,
+    run_model_benchmark,
+)
+
+
+def test_benchmark_figures_and_json(tmp_path) -> None:
+    out = tmp_path / "model.json"
+    fig = run_model_benchmark(out, nblocks=2000, rounds=1, rss_nblocks=20_000)
+    assert {
+        "model_ns_per_block",
+        "bare_ns_per_block",
+        "ratio",
+        "blocks_per_second",
+        "peak_rss_mb_64gib",
+    } <= set(fig)
+    assert fig["ratio"] == pytest.approx(fig["model_ns_per_block"] / fig["bare_ns_per_block"], rel=0.01)
+    assert fig["blocks_per_second"] == pytest.approx(1e9 / fig["model_ns_per_block"], rel=0.01)
+    assert 0 < fig["peak_rss_mb_64gib"] < 300
+    assert '"ratio"' in out.read_text()
+    assert "ratio" in format_model_benchmark(fig)
+
+
+def test_memory_is_measured_only_when_asked() -> None:
+    fig = run_model_benchmark(nblocks=1000, rounds=1, rss_nblocks=None)
+    assert fig["peak_rss_mb_64gib"] is None
+    assert "not measured" in format_model_benchmark(fig)
+
+
+def test_bad_sizes_are_refused() -> None:
+    with pytest.raises(ValueError, match="nblocks = 10 is too small"):
+        run_model_benchmark(nblocks=10)
+    with pytest.raises(ValueError, match="rounds = 0"):
+        run_model_benchmark(nblocks=1000, rounds=0)
+
+
+def test_both_sides_take_time_and_profile_names_the_model() -> None:
+    assert model_scan(1000) > 0 and bare_pin_loop(1000) >= 0
+    rows = profile_model(2000, top=5)
+    assert len(rows) == 5
+    assert sum(r["own_share"] for r in rows) <= 1.0
+    assert any("bufmgr" in r["function"] or "read_stream" in r["function"] for r in rows)
