@@ -56,6 +56,10 @@ those capabilities promise:
 
 A test that needs a capability the implementation lacks is **skipped with that reason**, never
 passed silently.
+
+Two optional hooks: ``capabilities_for(settings) -> frozenset[str]`` narrows the capabilities for
+a test's settings (the reference offers ``pause-resume`` only with ``version="master"``), and
+``close()`` is called once at the end of the session (a real server is stopped there).
 """
 
 from __future__ import annotations
@@ -129,7 +133,9 @@ class ScanRequest:
     """One scan to run: what, on which relation, with which settings and cache state.
 
     ``relation`` is a ``reference_impl.relations.RelationSpec`` (the same description builds the
-    model's relation and the real server's table); ``params`` are the scan's own parameters
+    model's relation and the real server's table); ``target`` names the relation the scan runs
+    on when it is not the table itself (an index of the spec, by name; ``None``: the table, or
+    for index-level scans the spec's first index of the right kind); ``params`` are the scan's own parameters
     (``sample_percent``, ``repeatable_seed``, ``rows``, ``time_ms``, ``limit``, ...);
     ``cached_fraction`` of the relation's blocks are resident before the scan (chosen with
     ``seed``); ``cancel_after_buffers`` cancels the statement once that many pages were
@@ -139,6 +145,7 @@ class ScanRequest:
     scan: str
     relation: Any
     variant: str = "streamed"
+    target: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     settings: Any = None
     cached_fraction: float = 0.0

@@ -426,8 +426,8 @@ class Backend:
                 # PinBufferForBlock, inlined for the common case of a block not in the pool.
                 if refs.reserved < 0:
                     refs.reserve()
-                b = mapping.get(tag + i)
-                if b is None:
+                mapped = mapping.get(tag + i)
+                if mapped is None:
                     b = self._get_victim_buffer(strategy, context)
                     mapping[tag + i] = b
                     pool.tag[b] = tag + i
@@ -436,6 +436,7 @@ class Backend:
                     relstats.blks_fetched += 1
                     found = False
                 else:
+                    b = mapped
                     found = self._pin_mapped(b, strategy, context, relstats)
                 buffers[index + i] = b
                 if found:

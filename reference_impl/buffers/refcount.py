@@ -120,11 +120,11 @@ class PrivateRefCount:
             self.reserved = i
             return True
         ovf = self.ovf
-        c = ovf.get(buf)
-        if c is None:
+        count = ovf.get(buf)
+        if count is None:
             raise ModelUsageError(f"ReleaseBuffer on buffer {buf} which this backend does not pin")
-        if c > 1:
-            ovf[buf] = c - 1
+        if count > 1:
+            ovf[buf] = count - 1
             return False
         del ovf[buf]
         return True

@@ -55,6 +55,7 @@ class ScanParam:
     help: str = ""
     minimum: float | None = None
     maximum: float | None = None
+    # Parameters take int, float, bool or str values; comparisons below apply to numbers only.
     choices: tuple[Any, ...] | None = None
 
     def check(self, scan: str, value: Any) -> Any:
@@ -73,9 +74,9 @@ class ScanParam:
                 f"scan {scan!r}: parameter {self.name} = {value!r} is invalid: allowed "
                 f"{', '.join(map(str, self.choices))}"
             )
-        if self.minimum is not None and value < self.minimum:
+        if self.minimum is not None and isinstance(value, (int, float)) and value < self.minimum:
             raise ModelUsageError(f"scan {scan!r}: parameter {self.name} = {value!r} is below {self.minimum}")
-        if self.maximum is not None and value > self.maximum:
+        if self.maximum is not None and isinstance(value, (int, float)) and value > self.maximum:
             raise ModelUsageError(f"scan {scan!r}: parameter {self.name} = {value!r} is above {self.maximum}")
         return value
 

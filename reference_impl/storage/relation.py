@@ -52,13 +52,13 @@ class ForkNumber(IntEnum):
     INIT = 3
 
 
-FORK_NAMES = {
+FORK_NAMES: dict[int, str] = {
     ForkNumber.MAIN: "main",
     ForkNumber.FSM: "fsm",
     ForkNumber.VM: "vm",
     ForkNumber.INIT: "init",
 }
-_FORK_BY_NAME = {v: k for k, v in FORK_NAMES.items()}
+_FORK_BY_NAME = {v: ForkNumber(k) for k, v in FORK_NAMES.items()}
 
 
 def fork_from_name(name: str | int | ForkNumber) -> ForkNumber:
@@ -185,7 +185,7 @@ class Relation:
         return [ForkNumber(f) for f in range(4) if self._nblocks[f] >= 0]
 
     # ------------------------------------------------------------------------------ tags
-    def tag_base(self, fork: ForkNumber = ForkNumber.MAIN) -> int:
+    def tag_base(self, fork: ForkNumber | int = ForkNumber.MAIN) -> int:
         return self._tag_bases[fork]
 
     def tag(self, fork: ForkNumber, block: int) -> int:

@@ -119,7 +119,7 @@ class Storage:
 
     # ------------------------------------------------------------------------------ I/O
     @staticmethod
-    def file_key(rel: Relation, fork: ForkNumber, block: int) -> int:
+    def file_key(rel: Relation, fork: ForkNumber | int, block: int) -> int:
         """One key per segment file (device sequentiality and page cache are per file)."""
         return (rel.tag_base(fork) >> 16) | (block // RELSEG_SIZE)
 
@@ -165,7 +165,7 @@ class Storage:
             b = seg_end
         return True
 
-    def write(self, rel: Relation, fork: ForkNumber, block: int, at_us: int) -> int:
+    def write(self, rel: Relation, fork: ForkNumber | int, block: int, at_us: int) -> int:
         """Write one page (a dirty buffer being evicted); returns the completion time."""
         self.physical_writes += 1
         key = self.file_key(rel, fork, block)
