@@ -19,6 +19,7 @@ first. A table whose scan is not registered yet is reported with ``simulated: nu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -35,6 +36,7 @@ from .bench_runs import Run, relation_shapes, scan_available, simulate_run
 from .bench_tables import METRICS, UNITS, RowSpec, SeedTable, build_tables
 
 __all__ = [
+    "format_seed_markdown",
     "run_seed_benchmarks",
     "format_seed_rows",
     "table_rows",
@@ -327,6 +329,30 @@ def format_seed_rows(rows: list[dict[str, Any]], calibrations: dict[str, Calibra
     return "\n".join(lines).lstrip("\n")
 
 
+def format_seed_markdown(rows: list[dict[str, Any]]) -> str:
+    """The rows as Markdown tables, one per seed table (what docs/benchmarks.md shows)."""
+    out: list[str] = []
+    current = None
+    for r in rows:
+        if r["table"] != current:
+            current = r["table"]
+            out += ["", f"**{r['thread']}: {r['table']}**", ""]
+            out += ["| row | published | simulated | sim/pub | check |", "| --- | ---: | ---: | ---: | --- |"]
+        ratio = "—" if r.get("ratio") is None else f"{r['ratio']:.2f}"
+        if r.get("role") == "calibration":
+            check = "calibration figure"
+        elif "ok" in r:
+            check = (
+                "n/a" if r["ok"] is None else ("ok" if r["ok"] else "**miss**")
+            ) + f": {r.get('check', '')}"
+        else:
+            check = r.get("note", "")
+        out.append(
+            f"| {r['row']} | {_fmt(r['published'], r['unit'])} | {_fmt(r['simulated'], r['unit'])} | {ratio} | {check} |"
+        )
+    return "\n".join(out).lstrip("\n") + "\n"
+
+
 def run_seed_benchmarks(
     json_path: str | os.PathLike[str] | None = None,
     plot_dir: str | os.PathLike[str] | None = None,
@@ -409,12 +435,14 @@ def run_seed_benchmarks(
     return rows
 
 
-# Runs drawn as I/O timelines with --plot: (table key, row, pages of the window).
-_TIMELINES = (
-    ("sample-64gib", "SYSTEM(1) master", 60),
-    ("sample-64gib", "SYSTEM(1) patch", 400),
-    ("sample-system-time", "sync eic=256 patched", None),
-    ("checksums", "io_method=worker patch", 600),
+# Runs drawn as I/O timelines with --plot: (table key, row, pages of the window, parameters
+# replaced). The checksums run is drawn without the cluster's catalogs, which come first and
+# would fill the window with one-page forks.
+_TIMELINES: tuple[tuple[str, str, int | None, tuple[tuple[str, Any], ...] | None], ...] = (
+    ("sample-64gib", "SYSTEM(1) master", 60, None),
+    ("sample-64gib", "SYSTEM(1) patch", 400, None),
+    ("sample-system-time", "sync eic=256 patched", None, None),
+    ("checksums", "io_method=worker patch", 600, ()),
 )
 
 
@@ -425,7 +453,7 @@ def _timeline_plots(tables: list[SeedTable], calibs: dict[str, Calibration], out
 
     paths = []
     by_key = {t.key: t for t in tables}
-    for key, row, pages in _TIMELINES:
+    for key, row, pages, params in _TIMELINES:
         table = by_key.get(key)
         if table is None or key not in calibs:
             continue
@@ -433,6 +461,8 @@ def _timeline_plots(tables: list[SeedTable], calibs: dict[str, Calibration], out
         if spec is None:
             continue
         run = table.prepared(spec.runs[0]).with_device(table.device(calibs[key].value))
+        if params is not None:
+            run = dataclasses.replace(run, params=params)
         trace = trace_run(run, max_pages=pages)
         window = f", first {pages} pages" if pages else ""
         title = f"{table.thread}: {row}{window} ({trace['settings']['io_method']})"
