@@ -21,16 +21,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hypothesis import note
+import numpy as np
+from hypothesis import note as _hypothesis_note
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from pytest_readstream import strategies as rs
 from reference_impl import (
+    INVALID_BUFFER,
     READ_STREAM_FULL,
     READ_STREAM_MAINTENANCE,
     READ_STREAM_SEQUENTIAL,
     READ_STREAM_USE_BATCHING,
+    RELSEG_SIZE,
     Settings,
 )
 
@@ -51,48 +55,109 @@ _STRATEGY_SPECS: tuple[tuple[str, int | None] | None, ...] = (
 )
 _FLAGS = (READ_STREAM_FULL, READ_STREAM_SEQUENTIAL, READ_STREAM_MAINTENANCE, READ_STREAM_USE_BATCHING)
 _SEGMENT_RELATION = 131072 + 96
+_SIZES = (1, 6, 40, 100, 160, _SEGMENT_RELATION)
+# Built once: hypothesis describes every new strategy object it meets, which is slow.
+_MORE_BLOCKS = {n: rs.block_sequences(n, max_len=24) for n in _SIZES}
+
+
+# MaxBackends + NUM_AUXILIARY_PROCS with the default connection settings: GetPinLimit() is
+# shared_buffers // 174.
+_PIN_DIVISOR = 174
 
 
 @st.composite
 def _settings(draw: Any, versions: tuple[str, ...]) -> Settings:
-    base = draw(rs.settings(versions=versions, tiny_pool=True, max_shared_buffers=4096))
-    # Keep combined reads and concurrency in the range where queues wrap often.
+    """Settings where queues wrap often; the pool's pin limit is drawn first, so that tiny pools
+    (limit 0 or 1) are common but do not crowd out pools where the stream can look ahead."""
+    pin_limit = draw(st.sampled_from((0, 1, 2, 4, 8, 20, 94)))
+    shared_buffers = max(16, pin_limit * _PIN_DIVISOR + draw(st.integers(0, _PIN_DIVISOR - 1)))
     icl = draw(st.sampled_from((1, 2, 3, 4, 8, 16, 32)))
-    return base.replace(
+    return Settings(
+        version=draw(st.sampled_from(versions)),
+        shared_buffers=shared_buffers,
         io_combine_limit=icl,
         io_max_combine_limit=max(icl, draw(st.sampled_from((1, 16, 32)))),
         effective_io_concurrency=draw(st.integers(0, 8)),
         maintenance_io_concurrency=draw(st.integers(0, 8)),
+        io_method=draw(st.sampled_from(("sync", "worker", "io_uring"))),
+        io_workers=draw(st.integers(1, 4)),
+        debug_io_direct=draw(st.sampled_from(("", "data"))),
     )
+
+
+def note(text: str) -> None:
+    """``hypothesis.note`` when hypothesis runs the machine; nothing when a test drives it by hand."""
+    if currently_in_test_context():
+        _hypothesis_note(text)
+
+
+_SHAPES = ("sequential", "random", "clustered", "repeated", "runs-and-jumps")
+
+
+def _block_plan(shape: str, nblocks: int, length: int, rng: np.random.Generator) -> list[int]:
+    """A callback's block list of one shape, generated from a seeded generator.
+
+    Drawing a shape, a length and a seed (rather than every block) keeps hypothesis' choice
+    sequence short, which is what makes shrinking a failing stateful example fast; the scenario
+    still prints the explicit list.
+    """
+    if length == 0:
+        return []
+    if nblocks >= RELSEG_SIZE and shape != "random":
+        # Around the segment boundary: the place where reads must be cut.
+        base = RELSEG_SIZE - int(rng.integers(1, 40))
+    else:
+        base = int(rng.integers(0, nblocks))
+    if shape == "sequential":
+        return [(base + i) % nblocks for i in range(length)]
+    if shape == "random":
+        return [int(b) for b in rng.integers(0, nblocks, size=length)]
+    if shape == "repeated":
+        pool = rng.integers(0, nblocks, size=max(1, length // 3))
+        return [int(pool[int(i)]) for i in np.sort(rng.integers(0, len(pool), size=length))]
+    out: list[int] = []
+    b = base
+    while len(out) < length:
+        run = int(rng.integers(1, 18))
+        out.extend((b + i) % nblocks for i in range(min(run, length - len(out))))
+        b = (b + run + int(rng.integers(1 if shape == "clustered" else -run, 60))) % nblocks
+    return out
 
 
 @st.composite
 def scenarios(draw: Any) -> Scenario:
     """A random :class:`Scenario` (:func:`fit_scenario` drops what an implementation cannot run)."""
     settings = draw(_settings(("18", "master")))
-    nblocks = draw(st.one_of(st.integers(1, 160), st.just(_SEGMENT_RELATION)))
-    blocks = draw(rs.block_sequences(nblocks, max_len=80))
+    nblocks = draw(st.sampled_from(_SIZES))
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    blocks = _block_plan(draw(st.sampled_from(_SHAPES)), nblocks, draw(st.integers(0, 90)), rng)
     nbuffers = settings.nbuffers
-    cached = draw(st.lists(rs.block_numbers(nblocks), max_size=min(nblocks, nbuffers // 2, 64), unique=True))
-    others = draw(st.lists(rs.block_numbers(nblocks), max_size=min(4, nbuffers // 8), unique=True))
+    cached_fraction = draw(st.sampled_from((0.0, 0.0, 0.25, 0.5, 0.9, 1.0)))
+    candidates = sorted(set(blocks)) or [0]
+    ncached = min(round(cached_fraction * len(candidates)), nbuffers // 2)
+    cached = sorted(int(b) for b in rng.choice(candidates, size=ncached, replace=False)) if ncached else []
+    nothers = draw(st.integers(0, min(4, nbuffers // 8)))
+    others = sorted({int(b) for b in rng.integers(0, nblocks, size=nothers)})
     flags = 0
     for f in _FLAGS:
         if draw(st.booleans()):
             flags |= f
     strategy = draw(st.sampled_from(_STRATEGY_SPECS))
     pbd = draw(st.booleans())
-    pause_at = draw(st.lists(st.integers(0, max(0, len(blocks))), max_size=2, unique=True))
+    npauses = draw(st.integers(0, 2))
+    pause_at = sorted({int(p) for p in rng.integers(0, len(blocks) + 1, size=npauses)})
     return Scenario(
         settings=settings,
         relation_blocks=nblocks,
         blocks=blocks,
-        cached=sorted(cached),
+        cached=cached,
         other_pins=others,
         flags=flags,
         strategy=strategy,
         per_buffer_data=pbd,
         pause_at=pause_at,
-        seed=draw(st.integers(0, 2**16)),
+        seed=seed,
     )
 
 
@@ -128,6 +193,10 @@ class StreamMachine(RuleBasedStateMachine):
     def _open(self) -> bool:
         return self.d is not None and not self.d.ended
 
+    def _base_nblocks(self) -> int:
+        assert self.scenario is not None
+        return self.scenario.relation_blocks
+
     def _held_cap(self) -> int:
         assert self.d is not None
         return min(6, self.d.settings.nbuffers // 8)
@@ -144,17 +213,22 @@ class StreamMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def begin_again(self, data: st.DataObject) -> None:
         assert self.d is not None
-        blocks = data.draw(rs.block_sequences(self.d.rel.nblocks(self.d.fork), max_len=40), label="blocks")
+        blocks = data.draw(_MORE_BLOCKS[self._base_nblocks()], label="blocks")
         note(f"d = d.begin_again({blocks!r})")
         self.d = self.d.begin_again(blocks)
 
     @precondition(lambda self: self._open())
-    @rule(keep=st.booleans())
-    def next_buffer(self, keep: bool) -> None:
+    @rule(count=st.integers(1, 40), keep=st.booleans())
+    def next_buffers(self, count: int, keep: bool) -> None:
+        """``count`` calls of next_buffer (fewer at the end of the stream); with ``keep`` the
+        consumer keeps the first buffer's pin, as a scan holding its current page does."""
         assert self.d is not None
         keep = keep and sum(self.d.held.values()) < self._held_cap()
-        note("d.next(keep=True)" if keep else "d.next()")
-        self.d.next(keep=keep)
+        for i in range(count):
+            k = keep and i == 0
+            note("d.next(keep=True)" if k else "d.next()")
+            if self.d.next(keep=k) == INVALID_BUFFER:
+                break
 
     @precondition(lambda self: self._open() and bool(self.d.held))
     @rule(index=st.integers(0, 16))
@@ -235,7 +309,7 @@ class StreamMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def more_blocks(self, data: st.DataObject) -> None:
         assert self.d is not None
-        blocks = data.draw(rs.block_sequences(self.d.rel.nblocks(self.d.fork), max_len=24), label="blocks")
+        blocks = data.draw(_MORE_BLOCKS[self._base_nblocks()], label="blocks")
         note(f"d.add_blocks({blocks!r})")
         self.d.add_blocks(blocks)
 

@@ -190,11 +190,9 @@ def test_two_blocks_of_one_foreign_io(drive: Any, relation: Any, readstream_inst
 
 @pytest.mark.readstream_invariant("faults", "MUST")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in _METHODS], indirect=True)
-def test_error_is_not_raised_for_a_block_already_returned(
-    drive: Any, relation: Any, readstream_faults: Any
-) -> None:
-    """An error is raised once, for the read that failed: after the abort, a new stream over the
-    same blocks reads the failed ones again and succeeds once the fault is gone."""
+def test_failed_read_is_retried_by_the_next_stream(drive: Any, relation: Any, readstream_faults: Any) -> None:
+    """A failed read does not poison its buffers: after the abort, a new stream over the same
+    blocks reads the failed ones again and succeeds once the fault is gone."""
     rel = relation(30)
     readstream_faults.faults.append(Fault("eio", relation=rel.name, block=12, times=1))
     d = drive(rel, list(range(30)))

@@ -8,16 +8,20 @@ lines, each with its meaning in a comment: paste them into a test that takes ``r
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import hypothesis
 import pytest
-from hypothesis import HealthCheck
+from hypothesis import HealthCheck, Phase
 from hypothesis.stateful import run_state_machine_as_test
 
 from ._machine import machine_for
 
 pytestmark = pytest.mark.readstream_requires("stream-api")
+
+NO_SHRINK_ENV = "READSTREAM_NO_SHRINK"
+"""Set (by ``run_kill_matrix``) to skip hypothesis' shrink phase: a kill needs no minimal example."""
 
 
 @pytest.mark.readstream_invariant("api", "MUST")
@@ -26,12 +30,18 @@ def test_stream_api_state_machine(readstream_impl: Any) -> None:
     ``io_combine_limit`` and one segment), ``max_ios``, the pin budget, reset/end releasing all
     and starting nothing new, strategy swaps, pause/resume: under random operations
     (``read_stream.md`` §9)."""
+    phases = tuple(hypothesis.settings.default.phases)
+    if os.environ.get(NO_SHRINK_ENV):
+        # The mutant kill matrix only needs to know whether the test fails.
+        phases = tuple(p for p in phases if p is not Phase.shrink)
     run_state_machine_as_test(
         machine_for(readstream_impl),
         settings=hypothesis.settings(
             hypothesis.settings.default,
             stateful_step_count=40,
             deadline=None,
+            report_multiple_bugs=False,
+            phases=phases,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )

@@ -245,6 +245,49 @@ def _block_range_to_current_size(
     return to_current_size
 
 
+# ------------------------------------------------------------------------------ the scan changes
+@contextlib.contextmanager
+def _rescan_keeps_stream_strategy(direction: str) -> Iterator[None]:
+    """``heap_rescan`` without the sample-scan thread's fix, for one direction of the swap."""
+    from reference_impl.scans.heapscan import HeapScan
+
+    original = HeapScan._propagate_strategy
+
+    def unfixed(self: Any, old: Any) -> None:
+        new = self.strategy
+        if direction == "add" and old is None and new is not None:
+            return  # the stream keeps reading without a strategy
+        if direction == "remove" and old is not None and new is None:
+            return  # the stream keeps the strategy initscan just freed
+        original(self, old)
+
+    with _patched(HeapScan, "_propagate_strategy", unfixed):
+        yield
+
+
+_SYSTEM_TIME_GRACE = 512
+
+
+@contextlib.contextmanager
+def _system_time_late_deadline() -> Iterator[None]:
+    """``SYSTEM_TIME`` that goes on selecting blocks for a while after its deadline."""
+    from reference_impl.sampling.stride import SystemTimeSampler
+
+    original = SystemTimeSampler._expired
+
+    def late(self: Any) -> bool:
+        if not original(self):
+            return False
+        grace = getattr(self, "_mutant_grace", 0)
+        if grace < _SYSTEM_TIME_GRACE:
+            self._mutant_grace = grace + 1
+            return False
+        return True
+
+    with _patched(SystemTimeSampler, "_expired", late):
+        yield
+
+
 # ------------------------------------------------------------------------------ implementations
 class MutantImplementation(ReferenceImplementation):
     """The reference with one bug: streams (and scans' streams) get the mutant's stream class."""
@@ -269,7 +312,9 @@ class MutantImplementation(ReferenceImplementation):
         else:
             self._classes = {
                 "18": type(f"{mixin.__name__.lstrip('_')}ReadStream", (mixin, ReadStream), {}),
-                "master": type(f"{mixin.__name__.lstrip('_')}ReadStreamMaster", (mixin, ReadStreamMaster), {}),
+                "master": type(
+                    f"{mixin.__name__.lstrip('_')}ReadStreamMaster", (mixin, ReadStreamMaster), {}
+                ),
             }
 
     def _make_stream(
@@ -346,7 +391,9 @@ def _patched(obj: Any, attr: str, value: Any) -> Iterator[None]:
         setattr(obj, attr, saved)
 
 
-def _mutant(name: str, doc: str, mixin: type | None = None, **kwargs: Any) -> Callable[[], MutantImplementation]:
+def _mutant(
+    name: str, doc: str, mixin: type | None = None, **kwargs: Any
+) -> Callable[[], MutantImplementation]:
     def factory() -> MutantImplementation:
         return MutantImplementation(name, doc, mixin, **kwargs)
 
@@ -372,15 +419,20 @@ MUTANTS: dict[str, Callable[[], MutantImplementation]] = {
         stream, which keeps reading with the strategy it was created with: none. This is the
         ``heap_rescan`` bug of the sample-scan thread ("keep using no strategy after one is
         allocated"): reads of the second pass are counted in context ``normal`` and fill the
-        pool instead of recycling a ring.""",
+        pool instead of recycling a ring. Both the stream's ``set_strategy`` (a stream-level
+        rescan) and the heap scan's rescan (``heap_rescan`` without the fix) have the bug.""",
         _StaleStrategyKept,
+        scan_patch=lambda: _rescan_keeps_stream_strategy("add"),
     ),
     "freed-strategy-after-rescan": _mutant(
         "freed-strategy-after-rescan",
         """A rescan that removes a strategy (the relation shrank below ``NBuffers / 4``) frees
         it, and the reused stream keeps a pointer to it: the sample-scan thread's "retain a
-        dangling pointer after one is freed". The next victim buffer is asked of a freed ring.""",
+        dangling pointer after one is freed". The next victim buffer is asked of a freed ring.
+        Both the stream's ``set_strategy(None)`` and the heap scan's rescan (``heap_rescan``
+        without the fix, which reuses the stream instead of recreating it) have the bug.""",
         _FreedStrategyStillUsed,
+        scan_patch=lambda: _rescan_keeps_stream_strategy("remove"),
     ),
     "distance-not-clamped-on-set-strategy": _mutant(
         "distance-not-clamped-on-set-strategy",
@@ -480,6 +532,15 @@ MUTANTS: dict[str, Callable[[], MutantImplementation]] = {
         settings, confirmed on PostgreSQL 18.6).""",
         _IgnoresAdditionalPinLimit,
     ),
+    "system-time-ignores-deadline": _mutant(
+        "system-time-ignores-deadline",
+        f"""``TABLESAMPLE SYSTEM_TIME`` keeps selecting blocks for {_SYSTEM_TIME_GRACE} more requests
+        after its time limit expired, so the pages processed after the deadline are no longer
+        bounded by the blocks the stream had already queued (the sample-scan thread: "any blocks
+        already queued when the limit expires are still processed", and nothing else). Scan-level
+        only: the stream itself is the reference's.""",
+        scan_patch=_system_time_late_deadline,
+    ),
 }
 
 
@@ -557,7 +618,8 @@ def _run_suite(impl: str, args: list[str], timeout_s: float) -> dict[str, Any]:
             "-q",
             *args,
         ]
-        env = dict(os.environ, READSTREAM_KILLMATRIX_OUT=str(record))
+        # READSTREAM_NO_SHRINK: a kill needs a failure, not its minimal example.
+        env = dict(os.environ, READSTREAM_KILLMATRIX_OUT=str(record), READSTREAM_NO_SHRINK="1")
         env.pop("READSTREAM_IMPL", None)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
         outcomes: dict[str, str] = json.loads(record.read_text()) if record.exists() else {}
