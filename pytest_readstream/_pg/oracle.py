@@ -39,11 +39,13 @@ __all__ = [
     "SCHEMA_VERSION",
     "compare",
     "format_table",
+    "markdown_table",
     "run_model",
     "run_oracle",
     "run_server",
     "reason_checks",
     "select",
+    "side_from_record",
 ]
 
 SCHEMA_VERSION = 1
@@ -242,7 +244,11 @@ def _record(scenario: Scenario, model: dict[str, Any], server: dict[str, Any]) -
             "answer": {k: side["answer"].get(k) for k in scenario.answer_keys},
             "error": side.get("error"),
         }
+    if scenario.reason is not None:
+        # What the reason's checks look at, so the golden data can be re-checked without a server.
+        record["server"]["visited"] = list(server.get("visited", []))
     record["server"]["other_blocks_read"] = server.get("other_blocks_read", 0)
+    record["server"]["settings"] = dict(server.get("settings", {}))
     record["server"]["unapplied_params"] = server.get("unapplied_params", {})
     record["agree"] = agree
     record["differs"] = cmp["differs"]
@@ -274,6 +280,27 @@ def _spec_dict(spec: Any) -> dict[str, Any]:
             v = list(v)
         out[f.name] = v
     return out
+
+
+def side_from_record(record: dict[str, Any], side: str = "server") -> dict[str, Any]:
+    """A model/server side as :func:`compare` takes it, rebuilt from a stored record."""
+    stored = record[side]
+    resident = {
+        rel: {
+            fork: [b for first, last in runs for b in range(first, last + 1)] for fork, runs in forks.items()
+        }
+        for rel, forks in stored["resident"].items()
+    }
+    return {
+        "reads": stored["reads"],
+        "read_bytes": stored["read_bytes"],
+        "io": stored["io"],
+        "resident": resident,
+        "answer": dict(stored["answer"]),
+        "visited": list(stored.get("visited", [])),
+        "error": stored.get("error"),
+        "other_blocks_read": stored.get("other_blocks_read", 0),
+    }
 
 
 def format_table(records: Sequence[dict[str, Any]]) -> str:
@@ -311,6 +338,30 @@ def format_table(records: Sequence[dict[str, Any]]) -> str:
         lines.append("  ".join(cells))
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown_table(records: Sequence[dict[str, Any]]) -> str:
+    """The scenario table as Markdown (what ``docs/fidelity.md`` shows)."""
+    lines = [
+        "| scenario | scan | model reads | server reads | model bytes | server bytes | blocks | result |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in records:
+        if "skipped" in r:
+            lines.append(f"| {r['name']} | | | | | | | skipped: {r['skipped']} |")
+            continue
+        if r["agree"]:
+            verdict = "agree"
+        elif r.get("explained"):
+            verdict = f"explained: `{r['explained']['reason']}`"
+        else:
+            verdict = "**differs**: " + ", ".join(r["differs"])
+        lines.append(
+            f"| {r['name']} | {r['scan']} | {r['model']['reads']} | {r['server']['reads']} | "
+            f"{r['model']['read_bytes']} | {r['server']['read_bytes']} | "
+            f"{'equal' if r['blocks_equal'] else 'differ'} | {verdict} |"
+        )
     return "\n".join(lines)
 
 

@@ -184,6 +184,13 @@ def model_layout(spec: Any) -> ModelLayout:
         positions = permuted[0].entries.heap_positions(np.arange(total, dtype=np.int64))
         keys = np.empty(total, dtype=np.int64)
         keys[positions] = np.arange(total, dtype=np.int64)
+    empty_unfrozen = np.flatnonzero((nitems == 0) & ~(np.asarray(visible) & np.asarray(frozen)))
+    if spec.vacuumed and empty_unfrozen.size:
+        raise UnsupportedLayout(
+            f"RelationSpec {spec.name!r}: page {int(empty_unfrozen[0])} has no line pointers but is not "
+            f"all-visible and all-frozen ({empty_unfrozen.size} such pages); VACUUM marks every empty "
+            "page both (lazy_scan_new_or_empty) and no tuple is left to clear the bits with"
+        )
     forks = {str(f.name).lower(): size for f, size in heap_fork_sizes(spec).items()}
     return ModelLayout(
         spec=spec,

@@ -134,6 +134,20 @@ RELATIONS: dict[str, RelationSpec] = {
     "scattered": RelationSpec(
         name="scat", nblocks=1000, tuple_width=100, indexes=(IndexSpec("btree", correlation=0.3),), seed=11
     ),
+    # Never hinted: the first look at each page sets hint bits (a WAL-logged change with data
+    # checksums), and a BULKREAD ring then refuses those buffers.
+    "unhinted": RelationSpec(
+        name="unh", nblocks=6000, tuples_per_page=10, tuple_width=500, hinted_fraction=0.0, seed=40
+    ),
+    "unhinted_small": RelationSpec(
+        name="unh2",
+        nblocks=800,
+        tuples_per_page=10,
+        tuple_width=500,
+        hinted_fraction=0.0,
+        all_visible_fraction=0.3,
+        seed=41,
+    ),
     "approx": RelationSpec(
         name="approx",
         nblocks=1200,
@@ -323,7 +337,6 @@ def _maintenance() -> list[Scenario]:
             "pg_prewarm",
             RELATIONS["bulk"],
             answer_keys=("blocks",),
-            fast=True,
         ),
         Scenario(
             "prewarm-buffer-segment-boundary",
@@ -332,7 +345,7 @@ def _maintenance() -> list[Scenario]:
             params={"first_block": 131_000, "last_block": 131_079},
             answer_keys=("blocks",),
         ),
-        Scenario("prewarm-read", "pg_prewarm_read", small, answer_keys=("blocks",)),
+        Scenario("prewarm-read", "pg_prewarm_read", small, answer_keys=("blocks",), fast=True),
         Scenario("prewarm-prefetch", "pg_prewarm_prefetch", small, answer_keys=("blocks",)),
         Scenario(
             "vacuum-no-skippable-pages",
@@ -385,7 +398,7 @@ def _maintenance() -> list[Scenario]:
             target="vach_hash",
             answer_keys=("bucket_pages", "overflow_pages", "bitmap_pages"),
         ),
-        Scenario("verify_heapam", "verify_heapam", small, answer_keys=("corruption",)),
+        Scenario("verify_heapam", "verify_heapam", small, answer_keys=("corruption",), fast=True),
         Scenario(
             "bt_index_check",
             "bt_index_check",
@@ -431,7 +444,91 @@ def _index_scans() -> list[Scenario]:
     ]
 
 
-SCENARIOS: tuple[Scenario, ...] = tuple(_seq_matrix() + _sampling() + _maintenance() + _index_scans())
+def _more() -> list[Scenario]:
+    """Options and states beyond the issue's list (limits, VACUUM options, hint bits, shapes)."""
+    return [
+        Scenario(
+            "seqscan-limit-ring",
+            "seqscan",
+            RELATIONS["bulk"],
+            dict(_NO_SYNC),
+            params={"limit": 3000},
+            answer_keys=("rows",),
+            note="LIMIT: the stream is ended early and its look-ahead drained",
+        ),
+        Scenario(
+            "vacuum-freeze",
+            "vacuum",
+            RELATIONS["vac_skip"],
+            params={"freeze": True},
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            note="aggressive: all-visible pages that are not all-frozen are read too",
+        ),
+        Scenario(
+            "vacuum-index-cleanup-off",
+            "vacuum",
+            RELATIONS["vac_btree"],
+            params={"index_cleanup": "off"},
+            answer_keys=("scanned_pages", "tuples_deleted"),
+        ),
+        Scenario(
+            "verify_heapam-skip-all-visible",
+            "verify_heapam",
+            RELATIONS["approx"],
+            params={"skip": "all-visible"},
+            answer_keys=("corruption",),
+        ),
+        Scenario(
+            "bt_index_check-heapallindexed",
+            "bt_index_check",
+            RELATIONS["indexed"],
+            params={"heapallindexed": True},
+            target="idx_btree",
+            answer_keys=("corruption",),
+        ),
+        Scenario(
+            "pgstattuple-unhinted-ring",
+            "pgstattuple",
+            RELATIONS["unhinted"],
+            dict(_NO_SYNC),
+            answer_keys=("table_len", "tuple_count", "dead_tuple_count"),
+            note="hint bits set with data checksums: every page escapes the BULKREAD ring",
+        ),
+        Scenario(
+            "pgstattuple_approx-unhinted",
+            "pgstattuple_approx",
+            RELATIONS["unhinted_small"],
+            answer_keys=("table_len",),
+        ),
+        Scenario(
+            "bitmapscan-metapage-not-cached",
+            "bitmapscan",
+            RELATIONS["indexed"],
+            params={"key_start": 0.2, "selectivity": 0.05, "metapage_cached": False},
+            answer_keys=("rows", "tid_digest"),
+            note="a fresh session: planning reads the btree metapage",
+        ),
+        Scenario(
+            "indexscan-scattered",
+            "indexscan",
+            RELATIONS["scattered"],
+            params={"key_start": 0.3, "selectivity": 0.002},
+            answer_keys=("rows", "tid_digest"),
+        ),
+        Scenario(
+            "bitmapscan-leaf-boundary",
+            "bitmapscan",
+            RELATIONS["scattered"],
+            params={"key_start": 0.1, "selectivity": 0.2, "work_mem_kb": 64},
+            answer_keys=("rows", "tid_digest"),
+            note="the key range ends at 18300 = 50 × 366, a leaf boundary of the server's btree",
+        ),
+    ]
+
+
+SCENARIOS: tuple[Scenario, ...] = tuple(
+    _seq_matrix() + _sampling() + _maintenance() + _index_scans() + _more()
+)
 
 
 def scenario_names() -> list[str]:

@@ -1,0 +1,160 @@
+"""The model against the stored PostgreSQL 18.6 measurements (no server needed).
+
+``fixtures/golden/oracle_pg18.json`` holds what ``readstream oracle`` measured on a real server
+for every scenario of ``pytest_readstream._pg.scenarios``. Each scenario is run through the model
+again and compared with the stored server figures exactly as the live oracle compares them:
+scenarios that agreed must still agree, explained ones must still pass their reason's checks.
+A model discrepancy that is known and reported stays here as a strict xfail naming what differs,
+so that fixing the model turns it into an error until the entry is removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_readstream._pg.oracle import _spec_dict, compare, reason_checks, run_model, side_from_record
+from pytest_readstream._pg.scenarios import REASONS, SCENARIOS, Scenario
+
+from .conftest import golden
+
+#: Differences between the model and PostgreSQL 18.6 that the model owners have been told about.
+KNOWN_MODEL_DISCREPANCIES: dict[str, str] = {
+    "pgstattuple_approx": (
+        "answer.scanned_percent: the model rounds it to 6 decimals (37.333333); PostgreSQL returns "
+        "the float8 100.0 * scanned / nblocks (37.333333333333336). Reads, bytes, contexts and "
+        "resident blocks agree."
+    ),
+    "bitmapscan-leaf-boundary": (
+        "reads/read_bytes/resident: the model spreads a btree's entries evenly over its leaves "
+        "(leaf j holds ranks jT/L ..); CREATE INDEX fills every leaf to capacity (366 int4 keys) "
+        "and leaves the rest on the rightmost leaf, so the scan of [6100, 18300) ends at a leaf "
+        "boundary on the server (18300 = 50 x 366) and reads one leaf fewer than the model (82 "
+        "reads, 735 blocks against 83 and 736)."
+    ),
+}
+
+_SLOW = {"seqscan-segment-crossing"}  # 131,080 blocks through the model: about 10 s
+
+
+def _params() -> list[Any]:
+    out = []
+    for sc in SCENARIOS:
+        marks = [pytest.mark.slow] if sc.name in _SLOW else []
+        if sc.name in KNOWN_MODEL_DISCREPANCIES:
+            marks.append(pytest.mark.xfail(reason=KNOWN_MODEL_DISCREPANCIES[sc.name], strict=True))
+        out.append(pytest.param(sc, id=sc.name, marks=marks))
+    return out
+
+
+def _records() -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in golden()["scenarios"]}
+
+
+def test_golden_document_describes_the_server() -> None:
+    doc = golden()
+    assert doc["server"]["version"].startswith("18."), doc["server"]
+    assert doc["server"]["block_size"] == 8192
+    from reference_impl import Settings
+
+    for record in doc["scenarios"]:
+        assert "skipped" not in record, record["name"]
+        assert record["server"]["other_blocks_read"] == 0, record["name"]
+        observed = record["server"]["settings"]
+        wanted = Settings(**record["settings"])
+        assert observed["server_version"] == doc["server"]["version"]
+        for name in (
+            "io_method",
+            "io_combine_limit",
+            "io_max_combine_limit",
+            "effective_io_concurrency",
+            "maintenance_io_concurrency",
+            "shared_buffers",
+            "vacuum_buffer_usage_limit",
+        ):
+            assert observed[name] == str(getattr(wanted, name)), (record["name"], name, observed[name])
+        assert observed["synchronize_seqscans"] == ("on" if wanted.synchronize_seqscans else "off")
+
+
+def test_golden_scenarios_are_the_current_ones() -> None:
+    """Same names, relations, settings and parameters: the golden data is not stale."""
+    records = _records()
+    assert sorted(records) == sorted(s.name for s in SCENARIOS)
+    for sc in SCENARIOS:
+        r = records[sc.name]
+        assert r["scan"] == sc.scan
+        assert r["relation"] == _spec_dict(sc.relation), sc.name
+        assert r["settings"] == dict(sc.settings), sc.name
+        assert r["params"] == dict(sc.params), sc.name
+        assert r["answer_keys"] == list(sc.answer_keys), sc.name
+
+
+def test_every_stored_disagreement_is_explained_or_known() -> None:
+    for r in golden()["scenarios"]:
+        if r["agree"]:
+            continue
+        assert r.get("explained") or r["name"] in KNOWN_MODEL_DISCREPANCIES, (
+            f"{r['name']} differs ({r['differs']}) with no named reason"
+        )
+        if r.get("explained"):
+            assert r["explained"]["reason"] in REASONS
+            assert all(r["checks"].values())
+
+
+def test_scenario_set_covers_the_issue() -> None:
+    names = [s.name for s in SCENARIOS]
+    assert len(names) >= 30
+    seq = [s for s in SCENARIOS if s.scan == "seqscan"]
+    assert {s.settings.get("io_combine_limit", 16) for s in seq} >= {1, 4, 8, 16, 32}
+    assert {s.settings.get("effective_io_concurrency", 16) for s in seq} >= {0, 1, 16}
+    assert {s.settings.get("io_method", "worker") for s in seq} == {"sync", "worker"}
+    assert any(s.relation.nblocks > 131072 for s in seq)
+    scans = {s.scan for s in SCENARIOS}
+    assert scans >= {
+        "tablesample_system",
+        "tablesample_bernoulli",
+        "tablesample_system_rows",
+        "tablesample_system_time",
+        "analyze",
+        "pg_prewarm",
+        "pg_prewarm_read",
+        "pg_prewarm_prefetch",
+        "vacuum",
+        "bitmapscan",
+        "pgstattuple",
+        "pgstattuple_approx",
+        "pgstatindex",
+        "pgstathashindex",
+        "verify_heapam",
+        "bt_index_check",
+    }
+
+
+@pytest.mark.parametrize("scenario", _params())
+def test_model_against_golden_server(request: pytest.FixtureRequest, scenario: Scenario) -> None:
+    if scenario.name in _SLOW and "slow" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("131,080 blocks through the model take about 10 s: run with -m slow")
+    record = _records()[scenario.name]
+    model = run_model(scenario)
+    server = side_from_record(record)
+    cmp = compare(scenario, model, server)
+    if record["agree"]:
+        assert cmp["differs"] == [], _describe(cmp["differs"], model, server)
+    else:
+        assert scenario.reason is not None, f"{scenario.name} differs without a reason: {record['differs']}"
+        checks = reason_checks(scenario, model, server)
+        assert all(checks.values()), f"{scenario.name}: reason {scenario.reason} checks failed: {checks}"
+
+
+def _describe(differs: list[str], model: dict[str, Any], server: dict[str, Any]) -> str:
+    parts = []
+    for key in differs:
+        if key in ("reads", "read_bytes", "io"):
+            parts.append(f"{key}: model {model[key]} server {server[key]}")
+        elif key.startswith("answer."):
+            k = key.split(".", 1)[1]
+            parts.append(f"{key}: model {model['answer'].get(k)!r} server {server['answer'].get(k)!r}")
+        else:
+            parts.append(key)
+    return "; ".join(parts)

@@ -1,0 +1,56 @@
+"""A live comparison on the embedded PostgreSQL 18 for the fast subset of scenarios (CI).
+
+Each fast scenario runs through the model and on this worker's own server; it must agree (or be
+explained), and the server must reproduce the figures stored in the golden document, which
+shows that the golden data is current and the measurement repeatable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_readstream._pg.oracle import compare, run_model, run_oracle, run_server, select, side_from_record
+from pytest_readstream._pg.scenarios import Scenario
+
+from .conftest import golden
+
+pytestmark = pytest.mark.postgres
+
+_FAST = select(fast=True)
+
+
+def test_fast_subset_is_small_and_varied() -> None:
+    assert 5 <= len(_FAST) <= 10
+    assert {s.relation.nblocks for s in _FAST} <= {1000, 2000, 3000}  # quick to build
+    assert len({s.scan for s in _FAST}) >= 4
+    assert {s.settings.get("io_method", "worker") for s in _FAST} == {"sync", "worker"}
+
+
+@pytest.mark.parametrize("scenario", _FAST, ids=[s.name for s in _FAST])
+def test_fast_scenario_live(pg_impl: Any, scenario: Scenario) -> None:
+    model = run_model(scenario)
+    server = run_server(pg_impl, scenario)
+    cmp = compare(scenario, model, server)
+    assert cmp["differs"] == [], (scenario.name, cmp["differs"], model["io"], server["io"])
+    stored = side_from_record({r["name"]: r for r in golden()["scenarios"]}[scenario.name])
+    again = compare(scenario, stored, server)
+    assert again["differs"] == [], f"the server no longer measures what the golden file holds: {again}"
+
+
+def test_run_oracle_document(pg_impl: Any) -> None:
+    """``run_oracle`` with ``--only``: the JSON shape the CLI writes, and the printed table."""
+    lines: list[str] = []
+    doc = run_oracle(only=["system-5pct"], impl=pg_impl, echo=lines.append)
+    assert doc["server"]["version"].startswith("18.")
+    assert doc["summary"] == {"scenarios": 1, "agree": 1, "explained": 0, "differ": 0, "skipped": 0}
+    (record,) = doc["scenarios"]
+    assert set(record) >= {"name", "settings", "model", "server", "agree"}
+    for side in ("model", "server"):
+        assert set(record[side]) >= {"reads", "read_bytes", "blocks"}
+    assert record["model"]["blocks"] == record["server"]["blocks"]
+    table = lines[-2]
+    assert "model reads" in table and "system-5pct-repeatable" in table and "agree" in table
+    with pytest.raises(ValueError, match="no scenario matches"):
+        run_oracle(only=["no-such-scenario"], impl=pg_impl, echo=None)
