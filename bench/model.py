@@ -47,9 +47,12 @@ def main() -> int:
         )
     )
     if args.profile:
-        print(f"\n{'function':<60} {'calls':>9} {'own s':>8} {'share':>6}")
+        print(f"\n{'function':<60} {'calls/block':>11} {'share':>6} {'ns/block':>9}")
         for row in profile_model(min(args.nblocks, 100_000)):
-            print(f"{row['function']:<60} {row['calls']:>9} {row['own_s']:>8.3f} {row['own_share']:>6.1%}")
+            print(
+                f"{row['function']:<60} {row['calls_per_block']:>11} {row['own_share']:>6.1%} "
+                f"{row['ns_per_block']:>9.0f}"
+            )
     return 0
 
 
