@@ -10,12 +10,10 @@ subprocess). ``--profile`` adds the model's hot spots (cProfile, own time per fu
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from pytest_readstream.bench_model import (
     RSS_BLOCKS_64GIB,
-    format_model_benchmark,
     profile_model,
     run_model_benchmark,
 )
@@ -30,22 +28,7 @@ def main() -> int:
     )
     p.add_argument("--profile", action="store_true", help="print the model's hot spots")
     args = p.parse_args()
-    result = run_model_benchmark(args.json, nblocks=args.nblocks, rss_nblocks=args.rss_blocks or None)
-    print(format_model_benchmark(result))
-    print(
-        json.dumps(
-            {
-                k: result[k]
-                for k in (
-                    "model_ns_per_block",
-                    "bare_ns_per_block",
-                    "ratio",
-                    "blocks_per_second",
-                    "peak_rss_mb_64gib",
-                )
-            }
-        )
-    )
+    run_model_benchmark(args.json, nblocks=args.nblocks, rss_nblocks=args.rss_blocks or None)
     if args.profile:
         print(f"\n{'function':<60} {'calls/block':>11} {'share':>6} {'ns/block':>9}")
         for row in profile_model(min(args.nblocks, 100_000)):

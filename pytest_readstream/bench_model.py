@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from reference_impl import (
     BlockRangeReadStreamPrivate,
@@ -113,12 +113,14 @@ def run_model_benchmark(
     nblocks: int = 200_000,
     rounds: int = 3,
     rss_nblocks: int | None = RSS_BLOCKS_64GIB,
+    out: TextIO | None = None,
 ) -> dict[str, Any]:
     """Time the model against the bare loop; measure peak RSS of a 64 GiB scan in a subprocess.
 
     Returns ``{"model_ns_per_block", "bare_ns_per_block", "ratio", "blocks_per_second",
-    "peak_rss_mb_64gib"}`` (plus the sizes used); writes it to ``json_path`` if given.
-    ``rss_nblocks=None`` skips the memory measurement (the key is then ``None``).
+    "peak_rss_mb_64gib"}`` (plus the sizes used), prints it (to ``out``, standard output by
+    default) and writes it to ``json_path`` if given. ``rss_nblocks=None`` skips the memory
+    measurement (the key is then ``None``).
     """
     if not isinstance(nblocks, int) or nblocks < 1000:
         raise ValueError(f"nblocks = {nblocks!r} is too small: allowed an int >= 1000")
@@ -143,7 +145,13 @@ def run_model_benchmark(
     }
     if json_path is not None:
         Path(json_path).write_text(json.dumps(result, indent=2) + "\n")
+    stream = out if out is not None else sys.stdout
+    stream.write(format_model_benchmark(result) + "\n")
+    stream.write(json.dumps({k: result[k] for k in _KEYS}) + "\n")
     return result
+
+
+_KEYS = ("model_ns_per_block", "bare_ns_per_block", "ratio", "blocks_per_second", "peak_rss_mb_64gib")
 
 
 def format_model_benchmark(result: dict[str, Any]) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from pytest_readstream.bench_model import (
@@ -15,7 +17,9 @@ from pytest_readstream.bench_model import (
 
 def test_benchmark_figures_and_json(tmp_path) -> None:
     out = tmp_path / "model.json"
-    fig = run_model_benchmark(out, nblocks=2000, rounds=1, rss_nblocks=20_000)
+    printed = io.StringIO()
+    fig = run_model_benchmark(out, nblocks=2000, rounds=1, rss_nblocks=20_000, out=printed)
+    assert '"ratio"' in printed.getvalue() and "ns/block" in printed.getvalue()
     assert {
         "model_ns_per_block",
         "bare_ns_per_block",
@@ -31,7 +35,7 @@ def test_benchmark_figures_and_json(tmp_path) -> None:
 
 
 def test_memory_is_measured_only_when_asked() -> None:
-    fig = run_model_benchmark(nblocks=1000, rounds=1, rss_nblocks=None)
+    fig = run_model_benchmark(nblocks=1000, rounds=1, rss_nblocks=None, out=io.StringIO())
     assert fig["peak_rss_mb_64gib"] is None
     assert "not measured" in format_model_benchmark(fig)
 
