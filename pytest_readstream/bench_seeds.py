@@ -142,7 +142,7 @@ def _executor(jobs: int) -> Executor:
 def _run_cost(run: Run) -> float:
     """A rough order for scheduling: simulated pages × clients."""
     params = dict(run.params)
-    n = run.nblocks or 10_000
+    n: float = run.nblocks or 10_000
     if run.scan == "tablesample_system":
         n = n * params.get("sample_percent", 1.0) / 100.0
     elif "time_ms" in params:
@@ -421,8 +421,8 @@ def run_seed_benchmarks(
     for t in all_tables:
         if missing[t.key]:
             stream.write(f"not simulated: {t.title}: {missing[t.key]}\n")
-    for r in rows:
-        r.setdefault("note", "")
+    for row in rows:
+        row.setdefault("note", "")
     if json_path is not None:
         Path(json_path).write_text(json.dumps(rows, indent=2) + "\n")
     if plot_dir is not None:

@@ -353,8 +353,8 @@ def _sample_tables(scale: float) -> list[SeedTable]:
         ),
     ]
     # The remarks: eic=0, eic=1 (worker), all cached. Published as relative changes.
-    s1 = {"method": "system", "sample_percent": 1.0, "repeatable_seed": _SAMPLE_SEED}
-    s01 = {"method": "system", "sample_percent": 0.1, "repeatable_seed": _SAMPLE_SEED}
+    s1: dict[str, Any] = {"method": "system", "sample_percent": 1.0, "repeatable_seed": _SAMPLE_SEED}
+    s01: dict[str, Any] = {"method": "system", "sample_percent": 0.1, "repeatable_seed": _SAMPLE_SEED}
 
     def with_eic(eic: int) -> tuple:
         return tuple(sorted({**dict(settings), "effective_io_concurrency": eic}.items()))
