@@ -70,7 +70,7 @@ def calibrate(
     x1: float,
     lo: float,
     hi: float,
-    rtol: float = 0.002,
+    rtol: float = 0.003,
     max_runs: int = 6,
 ) -> tuple[float, float, int]:
     """Find ``x`` in ``[lo, hi]`` with ``measure(x) ≈ target``; returns (x, measure(x), runs).
