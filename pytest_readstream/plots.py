@@ -55,11 +55,23 @@ def _figure(width: float, height: float) -> Any:
 
 
 def _save(fig: Any, png_path: str | os.PathLike[str]) -> Path:
+    """Write the figure as a small PNG (an adaptive 64-colour palette: the plots are flat colours)."""
+    import io
+
     path = Path(png_path)
     if path.parent and not path.parent.exists():
         raise FileNotFoundError(f"cannot write {path}: directory {path.parent} does not exist")
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    try:
+        from PIL import Image
+    except ImportError:  # matplotlib needs Pillow, but keep the plain PNG if it is missing
+        path.write_bytes(buf.getvalue())
+        return path
+    buf.seek(0)
+    with Image.open(buf) as img:
+        img.convert("RGB").quantize(colors=64).save(path, format="PNG", optimize=True)
     return path
 
 
