@@ -158,7 +158,7 @@ class PostgresImplementation:
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self._server: PgServer | None = None
         self._db: ScratchDatabase | None = None
-        self._cache: dict[Any, tuple[BuiltRelation, int]] = {}
+        self._cache: dict[Any, BuiltRelation] = {}
         self._twins: dict[Any, BuiltRelation] = {}
         self._died: PgServerDied | None = None
         self._fixed: dict[str, str] = {}
@@ -245,7 +245,7 @@ class PostgresImplementation:
 
     def close(self) -> None:
         """Drop what the implementation created and stop an owned server (idempotent)."""
-        for built, _gen in self._cache.values():
+        for built in self._cache.values():
             built.release_pin()
         self._cache.clear()
         self._twins.clear()
@@ -272,7 +272,7 @@ class PostgresImplementation:
         outcome = server.configure(server_settings_for(settings))
         if outcome == "restarted":
             # The pins' connections died with the old postmaster: their relations may be pruned.
-            for built, _gen in self._cache.values():
+            for built in self._cache.values():
                 if built.pin is not None:
                     built.pin = None
                     built.spent = True
@@ -282,11 +282,10 @@ class PostgresImplementation:
     def relation(self, spec: Any) -> BuiltRelation:
         """The server copy of ``spec``, built (and verified) unless a usable one exists."""
         db = self.database
-        entry = self._cache.get(spec)
-        if entry is not None:
-            built, _gen = entry
-            if not built.spent:
-                return built
+        cached = self._cache.get(spec)
+        if cached is not None:
+            if not cached.spent:
+                return cached
             self._drop(spec)
         # VACUUM (FREEZE) of the new table must not be held back by another relation's pin.
         self.release_pins()
@@ -294,19 +293,19 @@ class PostgresImplementation:
         built = build_relation_on_server(db, spec, verify=self.verify_layouts)
         self.build_seconds += time.monotonic() - t0
         self.builds += 1
-        self._cache[spec] = (built, self.server.generation)
+        self._cache[spec] = built
         return built
 
     def release_pins(self, keep: BuiltRelation | None = None) -> None:
         """End every horizon pin but ``keep``'s; those relations are spent."""
-        for built, _gen in list(self._cache.values()):
+        for built in list(self._cache.values()):
             if built is not keep and built.pin is not None:
                 built.release_pin()
 
     def _drop(self, spec: Any) -> None:
-        entry = self._cache.pop(spec, None)
-        if entry is not None:
-            self._drop_built(entry[0])
+        built = self._cache.pop(spec, None)
+        if built is not None:
+            self._drop_built(built)
 
     def _drop_built(self, built: BuiltRelation) -> None:
         built.release_pin()
@@ -417,7 +416,8 @@ class PostgresImplementation:
         lay = built.layout
         looked_at = ~lay.visible if built.spec.vacuumed else np.ones(lay.nblocks, dtype=bool)
         hinted = bool(lay.hinted[looked_at & (lay.nitems > 0)].all())
-        same = op.warmable and hinted and not _grows(request)
+        # A scan stopped by a LIMIT leaves a synchronized-scan position behind: warm on the twin.
+        same = op.warmable and hinted and not _grows(request) and request.params.get("limit") is None
         target = built if same else self._twin(built.spec)
         with self.database.session(ss) as warmer:
             _set_gucs(warmer, gucs)

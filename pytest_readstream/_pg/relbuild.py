@@ -398,11 +398,15 @@ def build_relation_on_server(
         if lay.nblocks:
             _insert_pages(conn, table, lay.nitems, 0, lay.keys, spec.tuple_width)
         if zero_pages.size:
-            # Deleted before the indexes exist: CREATE INDEX skips dead tuples.
+            # Deleted before the indexes exist, so no index ever holds an entry for them.
             conn.execute(
                 sql.SQL("DELETE FROM {} WHERE ctid = ANY(%s::tid[])").format(ident),
                 (_tids_literal([(int(b), 1) for b in zero_pages]),),
             )
+        if spec.vacuumed and lay.nblocks:
+            # Before the indexes: without one, VACUUM removes an emptied page's line pointer at
+            # once (with one it would stay LP_DEAD when index vacuuming is bypassed).
+            conn.execute(sql.SQL("VACUUM (FREEZE, TRUNCATE false) {}").format(ident))
         if spec.indexes:
             # _hash_init sizes the bucket array from the estimated row count: make it exact
             # (the model counts every line pointer of the table as built).
@@ -416,8 +420,6 @@ def build_relation_on_server(
             conn.execute(
                 sql.SQL("CREATE INDEX {} ON {} USING {} (id)").format(sql.Identifier(iname), ident, using)
             )
-        if spec.vacuumed and lay.nblocks:
-            conn.execute(sql.SQL("VACUUM (FREEZE, TRUNCATE false) {}").format(ident))
         if lay.dead_tids:
             pin = server._connect_raw(db.name)
             pin.autocommit = False

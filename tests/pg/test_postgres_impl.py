@@ -23,6 +23,8 @@ from pathlib import Path
 
 import psutil  # type: ignore[import-untyped]
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from pytest_readstream._pg import PgNotAvailable, PgServerDied, PgSettingUnavailable
 from pytest_readstream._pg.implementation import (
@@ -242,6 +244,50 @@ def test_relations_are_built_page_for_page(impl: PostgresImplementation, spec: R
         built.release_pin()
 
 
+@st.composite
+def _buildable_specs(draw: st.DrawFn) -> RelationSpec:
+    width = draw(st.sampled_from([5, 60, 300, 1500, 5000]))
+    cap = heap_tuples_per_page(width, 100)
+    tpp = draw(
+        st.one_of(
+            st.none(),
+            st.integers(1, cap),
+            st.integers(1, cap).map(lambda hi: ("uniform", 1, hi)),
+            st.floats(1.0, float(cap)).map(lambda m: ("poisson", m)),
+        )
+    )
+    visible = draw(st.sampled_from([0.0, 0.3, 1.0]))
+    return RelationSpec(
+        name="h",
+        nblocks=draw(st.integers(1, 40)),
+        tuples_per_page=tpp,
+        tuple_width=width,
+        dead_fraction=draw(st.sampled_from([0.0, 0.1])),
+        all_visible_fraction=visible,
+        all_frozen_fraction=draw(st.sampled_from([0.0, visible])),
+        vm_pattern=draw(st.sampled_from(["random", "prefix", "runs"])),
+        hinted_fraction=draw(st.sampled_from([0.0, 1.0])),
+        indexes=draw(st.sampled_from([(), (IndexSpec("btree"),), (IndexSpec("btree", correlation=0.2),)])),
+        seed=draw(st.integers(0, 2**31)),
+    )
+
+
+@pytest.mark.postgres
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=_buildable_specs())
+def test_random_specs_build_exactly(impl: PostgresImplementation, spec: RelationSpec) -> None:
+    """Any spec the builder accepts comes out page for page as the model has it (or is refused)."""
+    try:
+        model_layout(spec)
+    except UnsupportedLayout:
+        assume(False)
+    impl.release_pins()
+    built = build_relation_on_server(impl.database, spec)  # raises LayoutMismatch on any difference
+    built.release_pin()
+    with impl.server.connect(impl.database.name) as conn:
+        conn.execute(f"DROP TABLE {built.table}")
+
+
 @pytest.mark.postgres
 def test_verification_finds_a_changed_relation(impl: PostgresImplementation) -> None:
     impl.release_pins()
@@ -349,6 +395,33 @@ def test_requests_a_server_cannot_run(impl: PostgresImplementation) -> None:
             impl.run_scan(ScanRequest("seqscan", relation=_SMALL, settings=Settings(io_method="io_uring")))
     finally:
         impl.pytest_mode = False
+
+
+@pytest.mark.postgres
+def test_a_server_reached_through_a_dsn(impl: PostgresImplementation) -> None:
+    """A DSN server is never reconfigured; a database with user tables is refused unless allowed."""
+    from pytest_readstream._pg import PgUnsafeDatabase
+
+    impl.relation(_SMALL)  # the implementation's scratch database now holds a user table
+    dsn = impl.server.conninfo(impl.database.name)
+    with pytest.raises(PgUnsafeDatabase, match="already holds user tables"):
+        PostgresImplementation(dsn=dsn, pytest_mode=False).server  # noqa: B018
+    other = PostgresImplementation(dsn=dsn, allow_nonempty=True, pytest_mode=False)
+    try:
+        spec = RelationSpec(name="dsn", nblocks=40, tuples_per_page=2, tuple_width=3000, seed=6)
+        out = other.run_scan(ScanRequest("seqscan", relation=spec))
+        assert out.error is None and out.read_bytes == 40 * _BLCKSZ
+        with pytest.raises(PgSettingUnavailable, match="shared_buffers"):
+            other.run_scan(ScanRequest("seqscan", relation=spec, settings=Settings(shared_buffers=2048)))
+        with pytest.raises(PgSettingUnavailable, match="file access"):
+            other.run_scan(ScanRequest("seqscan", relation=spec, cancel_after_buffers=2))
+        scratch = other.database.name
+    finally:
+        other.close()
+    with impl.server.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (scratch,)).fetchone() == (
+            0,
+        )
 
 
 @pytest.mark.postgres
