@@ -95,14 +95,33 @@ def test_segment_boundary_read_sequence(drive: Any, relation: Any) -> None:
     indirect=True,
 )
 def test_reads_are_at_most_io_combine_limit(drive: Any, relation: Any, readstream_settings: Any) -> None:
-    """No I/O is longer than ``io_combine_limit`` blocks, and a long cold sequential run reaches
-    it (§9.5, §8.1)."""
+    """No I/O is longer than ``io_combine_limit`` blocks (§9.5)."""
+    icl = readstream_settings.effective_io_combine_limit
+    rel = relation(400)
+    d = drive(rel, list(range(400)), flags=READ_STREAM_FULL)
+    d.consume()
+    assert max(last - first + 1 for first, last in _io(d)) <= icl
+    d.end()
+
+
+@pytest.mark.readstream_invariant("reads", "SHOULD")
+@pytest.mark.parametrize(
+    "readstream_settings",
+    [
+        pytest.param({"io_combine_limit": icl, "io_max_combine_limit": max(icl, 16)}, id=f"icl{icl}")
+        for icl in (3, 16, 32)
+    ],
+    indirect=True,
+)
+def test_cold_sequential_reads_reach_io_combine_limit(
+    drive: Any, relation: Any, readstream_settings: Any
+) -> None:
+    """A long cold sequential run is read in I/Os of ``io_combine_limit`` blocks (§8.1)."""
     icl = readstream_settings.effective_io_combine_limit
     rel = relation(400)
     d = drive(rel, list(range(400)), flags=READ_STREAM_FULL)
     d.consume()
     sizes = [last - first + 1 for first, last in _io(d)]
-    assert max(sizes) <= icl
     assert max(sizes) == icl, f"reads never reached io_combine_limit {icl}: {sizes}"
     d.end()
 
@@ -118,15 +137,35 @@ def test_reads_are_at_most_io_combine_limit(drive: Any, relation: Any, readstrea
     indirect=True,
 )
 def test_reads_in_flight_never_exceed_max_ios(drive: Any, relation: Any) -> None:
-    """At most ``max_ios`` reads are started and not yet waited for (§9.4); a scattered cold
-    stream does overlap reads when ``max_ios`` allows it."""
+    """At most ``max_ios`` reads are started and not yet waited for (§9.4)."""
     rel = relation(5000)
     blocks = [(b * 4099) % 5000 for b in range(1, 200)]
     d = drive(rel, blocks)
     d.consume()
     assert 1 <= d.observer.max_outstanding <= d.max_ios
-    if d.max_ios >= 2:
-        assert d.observer.max_outstanding >= 2, "a scattered stream never had two reads in flight"
+    d.end()
+
+
+@pytest.mark.readstream_invariant("reads", "SHOULD")
+@pytest.mark.parametrize(
+    "readstream_settings",
+    [
+        pytest.param({"effective_io_concurrency": e, "io_method": m}, id=f"eic{e}-{m}")
+        for e in (2, 8)
+        for m in _METHODS
+    ],
+    indirect=True,
+)
+def test_scattered_stream_starts_reads_ahead(drive: Any, relation: Any) -> None:
+    """A scattered cold stream has ``max_ios`` reads started and not yet waited for at some point
+    (§4.2: look-ahead runs until ``max_ios`` reads are in progress)."""
+    rel = relation(5000)
+    blocks = [(b * 4099) % 5000 for b in range(1, 200)]
+    d = drive(rel, blocks)
+    d.consume()
+    assert d.observer.max_outstanding == d.max_ios, (
+        f"at most {d.observer.max_outstanding} reads were in flight"
+    )
     d.end()
 
 
