@@ -93,7 +93,7 @@ class SimProcess:
         finally:
             self.done = True
             self.finished_at = self.sim.clock.now
-            self.sim._back.release()
+            self.sim._finished(self)
 
     def __repr__(self) -> str:
         return f"SimProcess({self.name!r}, done={self.done})"
@@ -132,15 +132,13 @@ class Simulation:
             for proc in self._procs:
                 heapq.heappush(self._heap, (self.clock.now, next(self._seq), proc))
                 proc._thread.start()
-            while self._heap:
-                t, _, proc = heapq.heappop(self._heap)
-                if t > self.clock.now:
-                    self.clock.now = t
-                self._current = proc
-                proc._go.release()
+            if self._heap:
+                # Processes hand control to each other directly; this thread is woken once, when
+                # the last one finishes or one fails.
+                self._resume_next()
                 self._back.acquire()
+            for proc in self._procs:
                 if proc.error is not None:
-                    self._abort_all()
                     raise proc.error
         finally:
             self.clock._sim = None
@@ -148,9 +146,22 @@ class Simulation:
             self._running = False
         return [p.result for p in self._procs]
 
-    def _abort_all(self) -> None:
-        # Remaining processes are parked on their semaphores as daemon threads; drop them.
-        self._heap.clear()
+    def _resume_next(self) -> None:
+        """Give control to the earliest waiting process."""
+        t, _, proc = heapq.heappop(self._heap)
+        if t > self.clock.now:
+            self.clock.now = t
+        self._current = proc
+        proc._go.release()
+
+    def _finished(self, proc: SimProcess) -> None:
+        if proc.error is not None or not self._heap:
+            # A failure ends the run (the others stay parked as daemon threads); so does the end
+            # of the last process.
+            self._heap.clear()
+            self._back.release()
+        else:
+            self._resume_next()
 
     def _block_until(self, t: int) -> None:
         heap = self._heap
@@ -162,5 +173,5 @@ class Simulation:
         if me is None:
             raise ModelUsageError("clock moved by a thread that is not a simulated process")
         heapq.heappush(heap, (t, next(self._seq), me))
-        self._back.release()
+        self._resume_next()
         me._go.acquire()

@@ -229,6 +229,7 @@ class ReadStream:
         # at 1 here lets both versions share the fast-path test.
         self.combine_distance = 1
         self._fast_path_flags = 0
+        self._buffer_us = backend.costs.stream_buffer_us
         self.ended = False
         self.callback_ended = False
         self.last_data: Any = None
@@ -499,6 +500,9 @@ class ReadStream:
         backend = self.backend
         buffers = self.buffers
         if self.fast_path:
+            # The stream's own bookkeeping CPU per buffer returned; accumulated, spent at the
+            # backend's next cpu() call.
+            backend._cpu_debt += self._buffer_us
             oldest = self.oldest_buffer_index
             buf = buffers[oldest]
             next_blocknum = self._get_block(-1)
@@ -544,6 +548,7 @@ class ReadStream:
             if self.pinned_buffers == 0:
                 return INVALID_BUFFER
 
+        backend._cpu_debt += self._buffer_us
         oldest = self.oldest_buffer_index
         buf = buffers[oldest]
         if self._pbd is not None:

@@ -250,7 +250,11 @@ class Backend:
         pool = self.pool
         refs = self.refs
         if strategy is not None and strategy.freed:
-            raise ModelUsageError(f"{strategy!r} was freed and is still used (dangling strategy pointer)")
+            # Use after free: PostgreSQL 18's heap_rescan bug. In C the ring's memory is usually
+            # still intact, so the model goes on with it and counts the uses; debug mode stops.
+            strategy.uses_after_free += 1
+            if self.instance.debug:
+                raise ModelUsageError(f"{strategy!r} was freed and is still used (dangling strategy pointer)")
         if refs.reserved < 0:
             refs.reserve()
         if pool._completions and pool._completions[0][0] <= self.clock.now:
@@ -557,6 +561,9 @@ class Backend:
             # Completed by whoever looks after its completion time (BufferPool.poll); a read the
             # backend performs itself is completed right after its wait, below.
             pool.schedule_completion(ioh)
+            # Submitting costs the backend CPU (a read it performs itself has that cost in its
+            # completion time, which it waits for).
+            self.cpu(self.costs.io_submit_us)
         log = st.read_log
         if log is not None:
             rec = ReadRecord(

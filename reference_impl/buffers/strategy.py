@@ -56,7 +56,7 @@ BAS_VACUUM = BufferAccessStrategyType.VACUUM
 class BufferAccessStrategy:
     """``BufferAccessStrategyData``: a ring of buffer slots and the current position."""
 
-    __slots__ = ("btype", "nbuffers", "buffers", "current", "freed")
+    __slots__ = ("btype", "nbuffers", "buffers", "current", "freed", "uses_after_free")
 
     def __init__(self, btype: BufferAccessStrategyType, nbuffers: int) -> None:
         if nbuffers < 1:
@@ -66,6 +66,7 @@ class BufferAccessStrategy:
         self.buffers: list[int] = [-1] * nbuffers
         self.current = 0  # palloc0: the first GetBufferFromRing call advances to slot 1
         self.freed = False
+        self.uses_after_free = 0
 
     @property
     def context(self) -> str:

@@ -19,9 +19,13 @@ the fidelity checks found to matter:
 * **Rescan.** PostgreSQL 18's ``heap_rescan`` resets the stream and re-runs ``initscan``, which
   may now create or free the BULKREAD strategy while the stream keeps the one it was created
   with: a stale strategy, or a dangling pointer to a freed one (the bug reported in the
-  sample-scan thread). The model implements the reviewed fix (``read_stream_set_strategy`` when
-  a strategy is added; a new stream, with its larger queue, when one is removed). The bug itself
-  lives on as conformance mutants.
+  sample-scan thread). A PostgreSQL 18.6 server still has it (measured: a table grown past
+  ``NBuffers / 4`` before the rescan is read a second time entirely in context ``normal``), so
+  ``rescan_fix=False`` — the default with ``version="18"`` — reproduces it: the stream keeps the
+  strategy it was created with, even one ``initscan`` has just freed (use after free; in debug
+  mode the model stops there). ``rescan_fix=True`` — the default with ``version="master"``,
+  which the seed patches target — applies the reviewed fix (``read_stream_set_strategy`` when a
+  strategy is added; a new stream, with its larger queue, when one is removed).
 
 The unstreamed variant reads each page with ``ReadBufferExtended`` and the scan's strategy, as
 ``heapgetpage`` did before PostgreSQL 17; block order, sync reporting and pins are the same.
@@ -67,6 +71,7 @@ class HeapScan:
         allow_sync: bool = True,
         use_slot: bool = True,
         stream_flags: int = READ_STREAM_SEQUENTIAL | READ_STREAM_USE_BATCHING,
+        rescan_fix: bool | None = None,
     ) -> None:
         self.ctx = ctx
         self.backend = ctx.backend
@@ -76,6 +81,7 @@ class HeapScan:
         self.req_sync = allow_sync
         self.use_slot = use_slot
         self.stream_flags = stream_flags
+        self.rescan_fix = (ctx.settings.version == "master") if rescan_fix is None else rescan_fix
         self.strategy: BufferAccessStrategy | None = None
         self.nblocks = 0
         self.startblock = 0
@@ -228,7 +234,7 @@ class HeapScan:
             self.stream.reset()
         old = self.strategy
         self._initscan(keep_startblock=True)
-        if self.stream is not None:
+        if self.stream is not None and self.rescan_fix:
             self._propagate_strategy(old)
 
     def _propagate_strategy(self, old: BufferAccessStrategy | None) -> None:

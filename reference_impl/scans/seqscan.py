@@ -31,6 +31,13 @@ __all__ = ["seqscan"]
         ScanParam("grow_during", int, 0, "blocks appended to the table after the first page", minimum=0),
         ScanParam("sync_location", int, None, "preset the shared sync-scan location of the table", minimum=0),
         ScanParam("slot", bool, True, "executor tuple slot pins (False: heap_getnext callers)"),
+        ScanParam(
+            "rescan_fix",
+            bool,
+            None,
+            "heap_rescan makes the stream follow the strategy initscan chose (the seed thread's fix); "
+            "default: off with version 18 (as an 18.6 server), on with master",
+        ),
     ),
 )
 def seqscan(
@@ -44,10 +51,11 @@ def seqscan(
     grow_during: int = 0,
     sync_location: int | None = None,
     slot: bool = True,
+    rescan_fix: bool | None = None,
 ) -> dict[str, Any]:
     if sync_location is not None:
         sync_scan_table(ctx.instance).report_location(rel.relid, sync_location - sync_location % 16)
-    scan = HeapScan(ctx, rel, streamed=streamed, use_slot=slot)
+    scan = HeapScan(ctx, rel, streamed=streamed, use_slot=slot, rescan_fix=rescan_fix)
     rows = 0
     digest = 0
     per_pass: list[int] = []
