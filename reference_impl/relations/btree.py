@@ -14,7 +14,11 @@ number is handed out in the order the build *allocates* pages (``btws_pages_allo
 So inner pages sit between leaves in physical order (block 3 is usually the first level-1 page),
 which is why an amcheck walk in logical order reads blocks out of ascending order, while a VACUUM
 bulk delete reads them physically. ``layout`` reproduces that allocation exactly for a given
-number of leaves and inner fan-out; leaf *j* of *L* holds key ranks ``⌊jT/L⌋ .. ⌊(j+1)T/L⌋ − 1``.
+number of leaves and inner fan-out. The build fills every leaf to its fill factor
+(``keys_per_leaf`` keys: 366 int4 keys at the default 90 %) and leaves the remainder on the
+rightmost leaf, as a PostgreSQL 18.6 server's ``CREATE INDEX`` does (measured by the oracle);
+an explicit ``leaf_pages`` spreads the keys evenly instead (leaf *j* of *L* holds ranks
+``⌊jT/L⌋ .. ⌊(j+1)T/L⌋ − 1``).
 """
 
 from __future__ import annotations
@@ -113,6 +117,8 @@ class BTreeContent(IndexContent):
             fanout = self._fanout_for_levels(nleaves, spec.levels, fanout)
         self.fanout = fanout
         self.nleaves = nleaves
+        # Keys per leaf when the build fills leaves to capacity; None: spread evenly.
+        self._leaf_fill: int | None = self.keys_per_leaf if spec.leaf_pages is None else None
         self.level_blocks = [np.asarray(lv, dtype=np.int64) for lv in nbtsort_layout(nleaves, fanout)]
         self.levels = len(self.level_blocks)
         self.nblocks = 1 + sum(len(lv) for lv in self.level_blocks)
@@ -150,6 +156,11 @@ class BTreeContent(IndexContent):
     def leaf_ranks(self, pos: int) -> tuple[int, int]:
         """(first rank, count) of leaf ``pos`` (0 = leftmost)."""
         total = self.entries.total
+        fill = self._leaf_fill
+        if fill is not None:
+            lo = pos * fill
+            hi = total if pos == self.nleaves - 1 else min(total, lo + fill)
+            return lo, hi - lo
         lo = pos * total // self.nleaves
         hi = (pos + 1) * total // self.nleaves
         return lo, hi - lo
@@ -159,6 +170,8 @@ class BTreeContent(IndexContent):
         total = self.entries.total
         if not 0 <= rank < max(total, 1):
             raise SettingError(f"key rank {rank} is out of range: allowed 0..{max(total - 1, 0)}")
+        if self._leaf_fill is not None:
+            return min(rank // self._leaf_fill, self.nleaves - 1)
         pos = (rank * self.nleaves) // total if total else 0
         while pos + 1 < self.nleaves and self.leaf_ranks(pos + 1)[0] <= rank:
             pos += 1

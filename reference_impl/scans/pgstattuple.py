@@ -81,7 +81,9 @@ def vac_estimate_reltuples(
 
 
 def _percent(part: float, whole: int) -> float:
-    return round(100.0 * part / whole, 6) if whole else 0.0
+    """``100.0 * part / whole`` as the C code computes it (no rounding: the server returns e.g.
+    37.333333333333336)."""
+    return 100.0 * part / whole if whole else 0.0
 
 
 def _hint(ctx: ScanContext, buf: int, hinted: bool, data_checksums: bool) -> None:

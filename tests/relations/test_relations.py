@@ -164,7 +164,8 @@ def test_btree_levels_impossible_is_an_error() -> None:
         ({"nblocks": 0}, {"main": 0}),
         ({"nblocks": 0, "empty": True}, {"main": 0, "fsm": 0, "vm": 0}),
         ({"nblocks": 50, "empty": True}, {"main": 50, "fsm": 0, "vm": 0}),
-        ({"nblocks": 100, "vacuumed": False}, {"main": 100}),
+        ({"nblocks": 100, "vacuumed": False}, {"main": 100, "fsm": 3}),
+        ({"nblocks": 1, "vacuumed": False}, {"main": 1}),
         ({"nblocks": 70_000, "unlogged": True}, {"main": 70_000, "fsm": 20, "vm": 3, "init": 0}),
     ],
 )
