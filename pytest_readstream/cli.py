@@ -213,6 +213,8 @@ def _cmd_bench(argv: Sequence[str]) -> int:
     seeds = sub.add_parser("seeds", help="reproduce the seed threads' tables")
     seeds.add_argument("--json", help="write the rows to this path")
     seeds.add_argument("--plot", help="write published-vs-simulated plots into this directory")
+    seeds.add_argument("--table", action="append", default=[], help="only this table (repeatable)")
+    seeds.add_argument("--jobs", type=int, default=None, help="worker processes (default 2)")
     model = sub.add_parser("model", help="the model's own speed and memory")
     model.add_argument("--json", help="write the figures to this path")
     args = p.parse_args(argv)
@@ -221,7 +223,14 @@ def _cmd_bench(argv: Sequence[str]) -> int:
 
         if args.plot and not Path(args.plot).is_dir():
             raise CliError(f"--plot {args.plot}: not a directory (create it first)")
-        rows = run_seed_benchmarks(json_path=None, plot_dir=args.plot)
+        if args.jobs is not None and args.jobs < 1:
+            raise CliError(f"--jobs {args.jobs} is invalid: allowed >= 1")
+        try:
+            rows = run_seed_benchmarks(
+                json_path=None, plot_dir=args.plot, jobs=args.jobs, tables=args.table or None
+            )
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
         _write_json(args.json, rows)
         return 0
     from .bench_model import run_model_benchmark
@@ -247,9 +256,14 @@ def _cmd_oracle(argv: Sequence[str]) -> int:
         raise CliError(
             f"the oracle needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
         ) from None
-    result = run_oracle(
-        dsn=args.pg_dsn, bindir=args.pg_bindir, only=args.only or None, allow_nonempty=args.allow_nonempty
-    )
+    from ._pg import PgHarnessError
+
+    try:
+        result = run_oracle(
+            dsn=args.pg_dsn, bindir=args.pg_bindir, only=args.only or None, allow_nonempty=args.allow_nonempty
+        )
+    except PgHarnessError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
     _write_json(args.json, result)
     return 0 if all(s.get("agree") or s.get("explained") for s in result.get("scenarios", [])) else 1
 

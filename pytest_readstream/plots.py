@@ -95,20 +95,9 @@ def assign_lanes(intervals: Sequence[tuple[int, int]]) -> list[int]:
 
 def attach_wait_recorder(backend: Any) -> list[tuple[int, int]]:
     """Record the (start, end) of every wait of ``backend`` for a read; returns the live list."""
-    waits: list[tuple[int, int]] = []
-    inner = backend.wait_read_buffers
-    clock = backend.clock
+    from reference_impl.trace import record_waits
 
-    def recording(op: Any) -> bool:
-        t0 = clock.now
-        try:
-            return bool(inner(op))
-        finally:
-            if clock.now > t0:
-                waits.append((t0, clock.now))
-
-    backend.wait_read_buffers = recording
-    return waits
+    return record_waits(backend)
 
 
 def _distance_series(trace: dict[str, Any]) -> list[tuple[int, int]]:

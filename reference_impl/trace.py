@@ -8,7 +8,7 @@ registered scan streamed or unstreamed, and returns a plain dict::
      "reads": [{"fork": "main", "start": B, "nblocks": K, "submit_us": T0, "complete_us": T1,
                 "context": "bulkread", "synchronous": false}, ...],
      "stats": {"reads": R, "blocks_read": N, "hits": H, "max_pinned": P, "elapsed_us": T, ...},
-     "distance": [[t_us, distance], ...], "result": {...}}
+     "distance": [[t_us, distance], ...], "waits": [[start_us, end_us], ...], "result": {...}}
 
 ``format_trace`` renders it for a human: one line per read with its size, when it was
 submitted, when it completed, and how long the consumer then waited.
@@ -26,7 +26,29 @@ from .instance import Instance
 from .settings import Settings
 from .storage.device import DeviceProfile, device_profile
 
-__all__ = ["trace_scan", "format_trace"]
+__all__ = ["trace_scan", "format_trace", "record_waits"]
+
+
+def record_waits(backend: Any) -> list[tuple[int, int]]:
+    """Record the (start, end) of every wait of ``backend`` for a read; returns the live list.
+
+    Wraps the backend's ``wait_read_buffers`` (streams and ``read_buffer`` both call it), so
+    only waits that took virtual time are kept.
+    """
+    waits: list[tuple[int, int]] = []
+    inner = backend.wait_read_buffers
+    clock = backend.clock
+
+    def recording(op: Any) -> bool:
+        t0 = clock.now
+        try:
+            return bool(inner(op))
+        finally:
+            if clock.now > t0:
+                waits.append((t0, clock.now))
+
+    backend.wait_read_buffers = recording
+    return waits
 
 
 def _make_relation(inst: Instance, nblocks: int | None, shape: str | None, seed: int) -> Any:
@@ -83,6 +105,7 @@ def trace_scan(
         cached = np.sort(rng.choice(n, size=k, replace=False)) if k < n else np.arange(n)
         inst.prewarm(rel, [int(b) for b in cached])
     be = inst.backend()
+    waits = record_waits(be)
     res = run_scan(scan, be, rel, variant="streamed" if streamed else "unstreamed", **(params or {}))
     reads = [
         {
@@ -128,6 +151,7 @@ def trace_scan(
             "io": res.io,
         },
         "distance": [list(x) for x in res.distance_history or []],
+        "waits": [list(w) for w in waits],
         "result": res.result,
         "error": res.error,
     }
