@@ -3,11 +3,14 @@
 What streaming is for, stated as properties an implementation should have in the model:
 
 * on latency storage a streamed scan is never slower than reading the same blocks one at a time
-  with ``ReadBuffer`` (the unstreamed code the seed threads replace);
+  with ``ReadBuffer`` (the unstreamed code the seed threads replace), beyond 2% for the stream's
+  own bookkeeping where it has no latency to hide;
 * a cold sequential stream with ``io_combine_limit`` 16 and an asynchronous ``io_method`` reaches
   at least 90% of the device's bandwidth bound (``Device.bandwidth_bound_us``);
 * a scattered cold stream with ``effective_io_concurrency`` N keeps at least min(N, device
-  channels) reads in flight at some moment (the read log's submit/complete intervals overlap).
+  channels) reads in flight at some moment (the read log's submit/complete intervals overlap),
+  where the device's latency leaves the backend time to submit N reads (on NVMe, 80 µs, at a few
+  µs of CPU per submission, a few dozen at most).
 
 They need the ``virtual-time`` capability: elapsed time is the harness clock's, and the reads are
 the harness's read log, never the implementation's own figures.
@@ -71,6 +74,11 @@ def _max_overlap(reads: list[Any]) -> int:
     return best
 
 
+# Where streaming cannot hide any latency (io_method=sync with direct I/O and scattered blocks:
+# no advice, no overlap) the stream's own per-buffer bookkeeping is all that differs. The
+# sample-scan thread measured 1-2% on fully cached data; 2% is the slack allowed.
+_SLOWER_TOLERANCE = 1.02
+
 _SLOWER_CASES = [
     pytest.param(
         storage,
@@ -109,7 +117,7 @@ def test_streamed_never_slower_than_one_block_at_a_time(
     readstream_stats: Any,
     pattern: str,
 ) -> None:
-    """A cold stream over the blocks takes no longer than ``ReadBuffer`` one at a time."""
+    """A cold stream over the blocks takes no longer than ``ReadBuffer`` one at a time (2% slack)."""
     nblocks = 20_000
     blocks = _blocks(pattern, nblocks, 300, readstream_test_seed)
     rel = readstream_instance.create_relation("t", nblocks)
@@ -118,7 +126,7 @@ def test_streamed_never_slower_than_one_block_at_a_time(
         readstream_settings, readstream_storage, readstream_test_seed, nblocks, blocks
     )
     readstream_stats.record(streamed_us=streamed, unstreamed_us=unstreamed, ratio=streamed / unstreamed)
-    assert streamed <= unstreamed, f"streamed {streamed} µs, unstreamed {unstreamed} µs"
+    assert streamed <= unstreamed * _SLOWER_TOLERANCE, f"streamed {streamed} µs, unstreamed {unstreamed} µs"
 
 
 _BANDWIDTH_CASES = [
@@ -166,7 +174,7 @@ _OVERLAP_CASES = [
         ("nvme", "io_uring", 1),
         ("nvme", "io_uring", 8),
         ("nvme", "worker", 16),
-        ("nvme", "io_uring", 128),
+        ("nvme", "io_uring", 16),
         ("cloud-1ms", "worker", 4),
         ("cloud-1ms", "io_uring", 64),
         ("hdd", "io_uring", 8),

@@ -179,4 +179,5 @@ def test_rescan_that_removes_a_strategy_never_touches_the_freed_one(
     assert d.consume() == list(range(300, 1500))
     assert {r.context for r in d.reads if r.start >= 300} == {"normal"}
     assert len(readstream_instance.pool.resident_blocks(rel)) >= 1200
+    assert ring.uses_after_free == 0, f"the freed ring was asked for {ring.uses_after_free} buffers"
     d.end()

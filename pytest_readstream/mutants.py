@@ -40,7 +40,7 @@ from reference_impl.buffers.strategy import get_access_strategy_pin_limit
 from .implementations import ReferenceImplementation
 from .protocol import ScanOutcome, ScanRequest
 
-__all__ = ["MUTANTS", "MutantImplementation", "mutant_doc", "run_kill_matrix"]
+__all__ = ["MUTANTS", "MutantImplementation", "mutant_doc", "run_kill_matrix", "format_kill_matrix"]
 
 
 # ------------------------------------------------------------------------------ the stream changes
@@ -635,3 +635,36 @@ def _run_suite(impl: str, args: list[str], timeout_s: float) -> dict[str, Any]:
         # Usage errors, internal errors or nothing collected: keep the tail for the report.
         result["output_tail"] = (proc.stdout + proc.stderr)[-4000:]
     return result
+
+
+def format_kill_matrix(result: dict[str, Any], *, examples: int = 3) -> str:
+    """The kill matrix of :func:`run_kill_matrix` as a text table (what ``readstream mutants`` prints).
+
+    One line per mutant: killed or SURVIVED, how many tests killed it, and the first
+    ``examples`` of them (test functions, parameters folded); then the reference's line.
+    """
+    rows = []
+    width = max((len(n) for n in result["mutants"]), default=7)
+    for name, m in sorted(result["mutants"].items()):
+        funcs: dict[str, int] = {}
+        for test in m["killing_tests"]:
+            base = test.split("[", 1)[0]
+            funcs[base] = funcs.get(base, 0) + 1
+        shown = ", ".join(f"{f} ({n})" if n > 1 else f for f, n in list(funcs.items())[:examples])
+        more = f", +{len(funcs) - examples} more" if len(funcs) > examples else ""
+        status = "killed  " if m["killed"] else "SURVIVED"
+        rows.append(f"{name:<{width}}  {status}  {len(m['killing_tests']):>4}  {shown}{more}")
+    header = f"{'mutant':<{width}}  {'status':<8}  {'kill':>4}  killing tests (test function, parameter sets)"
+    lines = [header, "-" * len(header), *rows]
+    ref = result.get("reference")
+    if ref is not None:
+        failed = ref["failed"]
+        lines.append("-" * len(header))
+        lines.append(
+            f"{'reference':<{width}}  {'clean' if not failed and ref['exit_code'] == 0 else 'FAILED':<8}  "
+            f"{len(failed):>4}  {', '.join(failed[:examples])}"
+            + (f" (passed {ref['passed']}, skipped {ref['skipped']})" if not failed else "")
+        )
+    killed = sum(1 for m in result["mutants"].values() if m["killed"])
+    lines.append(f"{killed} of {len(result['mutants'])} mutants killed")
+    return "\n".join(lines)

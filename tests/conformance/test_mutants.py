@@ -17,7 +17,13 @@ from typing import Any
 
 import pytest
 
-from pytest_readstream.mutants import MUTANTS, MutantImplementation, mutant_doc, run_kill_matrix
+from pytest_readstream.mutants import (
+    MUTANTS,
+    MutantImplementation,
+    format_kill_matrix,
+    mutant_doc,
+    run_kill_matrix,
+)
 from pytest_readstream.protocol import check_implementation
 
 KILLERS: dict[str, str] = {
@@ -111,3 +117,21 @@ def test_full_kill_matrix(tmp_path: Path) -> None:
     survivors = [n for n, m in out["mutants"].items() if not m["killed"]]
     assert not survivors, survivors
     assert json.loads((tmp_path / "matrix.json").read_text())["all_killed"] is True
+
+
+def test_format_kill_matrix_shows_survivors_and_the_reference() -> None:
+    result = {
+        "mutants": {
+            "a-bug": {
+                "killed": True,
+                "killing_tests": ["test_x.py::test_one[p1]", "test_x.py::test_one[p2]"],
+            },
+            "b-bug": {"killed": False, "killing_tests": []},
+        },
+        "reference": {"failed": [], "exit_code": 0, "passed": 10, "skipped": 1},
+    }
+    text = format_kill_matrix(result)
+    assert "a-bug" in text and "test_x.py::test_one (2)" in text
+    assert "SURVIVED" in text
+    assert "reference" in text and "clean" in text
+    assert text.splitlines()[-1] == "1 of 2 mutants killed"
