@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -391,21 +391,25 @@ def run_seed_benchmarks(
         by_cal: dict[tuple[str, Run], list[str]] = {}
         for t in ready:
             by_cal.setdefault((t.calibration.figure, t.calibration.run), []).append(t.key)
-        futs = {keys[0]: pool.submit(_calibrate_table, keys[0], scale) for keys in by_cal.values()}
-        for keys in by_cal.values():
-            cal, done_run, done_res = futs[keys[0]].result()
+        # A table's runs are submitted as soon as its calibration is known (no barrier after the
+        # calibrations: both workers stay busy), each batch longest first.
+        futs = {pool.submit(_calibrate_table, keys[0], scale): keys for keys in by_cal.values()}
+        run_futs: dict[Run, Any] = {}
+        by_key = {t.key: t for t in ready}
+        for fut in as_completed(futs):
+            keys = futs[fut]
+            cal, done_run, done_res = fut.result()
             results[done_run] = done_res
+            batch: dict[Run, None] = {}
             for k in keys:
                 calibs[k] = cal
-        runs: dict[Run, None] = {}
-        for t in ready:
-            for r in t.runs(calibs[t.key].value):
-                if r not in results:
-                    runs[r] = None
-        ordered = sorted(runs, key=_run_cost, reverse=True)
-        run_futs = {r: pool.submit(_timed_run, r) for r in ordered}
-        for r, fut in run_futs.items():
-            results[r] = fut.result()[0]
+                for r in by_key[k].runs(cal.value):
+                    if r not in results and r not in run_futs:
+                        batch[r] = None
+            for r in sorted(batch, key=_run_cost, reverse=True):
+                run_futs[r] = pool.submit(_timed_run, r)
+        for r, rfut in run_futs.items():
+            results[r] = rfut.result()[0]
     rows: list[dict[str, Any]] = []
     for t in all_tables:
         rows.extend(table_rows(t, calibs.get(t.key), results, missing[t.key]))

@@ -607,7 +607,8 @@ class Backend:
                         needed_wait = True
                     self.stats.waits += 1
                     self.stats.wait_us += self.clock.now - t0
-                self.cpu(self.costs.io_complete_us if not ioh.synchronous else 0.0)
+                if not ioh.synchronous:
+                    self.cpu(self.costs.io_complete_us)
                 op.ioh = None
                 if ioh.error is not None:
                     raise ioh.error

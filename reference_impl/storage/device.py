@@ -152,6 +152,7 @@ class Device:
         self._us_per_block = BLCKSZ / (p.bandwidth_mb_s * 1.048576)
         self._rng = np.random.default_rng(seed)
         self._jitter_buf: list[float] = []
+        self._jitter = p.jitter > 0.0
         self.stats = DeviceStats()
         self.seed = seed
 
@@ -170,7 +171,7 @@ class Device:
         start = at_us if free <= at_us else free
         if free > at_us:
             self.stats.queue_wait_us += free - at_us
-        lat_done = start + latency * self._factor()
+        lat_done = start + (latency * self._factor() if self._jitter else latency)
         bus = self._bus_free
         xfer_start = lat_done if lat_done >= bus else bus
         done = int(xfer_start + nblocks * self._us_per_block + 0.999999)
