@@ -796,7 +796,7 @@ class StreamDriver:
     # ---------------------------------------------------------------- conveniences
     def consume(self, n: int | None = None, *, keep: bool = False) -> list[int]:
         """Call :meth:`next` until the end (or ``n`` buffers); the blocks returned."""
-        blocks = []
+        blocks: list[int] = []
         while n is None or len(blocks) < n:
             buf = self.next(keep=keep)
             if buf == INVALID_BUFFER:

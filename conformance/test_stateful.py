@@ -30,14 +30,15 @@ def test_stream_api_state_machine(readstream_impl: Any) -> None:
     ``io_combine_limit`` and one segment), ``max_ios``, the pin budget, reset/end releasing all
     and starting nothing new, strategy swaps, pause/resume: under random operations
     (``read_stream.md`` §9)."""
-    phases = tuple(hypothesis.settings.default.phases)
+    current = hypothesis.settings.default
+    phases = tuple(current.phases) if current is not None else tuple(Phase)
     if os.environ.get(NO_SHRINK_ENV):
         # The mutant kill matrix only needs to know whether the test fails.
         phases = tuple(p for p in phases if p is not Phase.shrink)
     run_state_machine_as_test(
         machine_for(readstream_impl),
         settings=hypothesis.settings(
-            hypothesis.settings.default,
+            current,
             stateful_step_count=40,
             deadline=None,
             report_multiple_bugs=False,

@@ -29,7 +29,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import reference_impl
 import reference_impl.buffers.bufmgr as _bufmgr
@@ -44,111 +44,118 @@ __all__ = ["MUTANTS", "MutantImplementation", "mutant_doc", "run_kill_matrix", "
 
 
 # ------------------------------------------------------------------------------ the stream changes
-class _PinLimitZeroAfterSetStrategy:
+if TYPE_CHECKING:
+    # The mixins below are combined with ReadStream and ReadStreamMaster at run time; for the
+    # type checker they are ReadStreamMaster subclasses, so their attributes are known.
+    _Base = ReadStreamMaster
+else:
+    _Base = object
+
+
+class _PinLimitZeroAfterSetStrategy(_Base):
     def set_strategy(self, strategy: Any) -> None:
-        super().set_strategy(strategy)  # type: ignore[misc]
-        limit = get_access_strategy_pin_limit(strategy, self.backend.settings.nbuffers)  # type: ignore[attr-defined]
+        super().set_strategy(strategy)
+        limit = get_access_strategy_pin_limit(strategy, self.backend.settings.nbuffers)
         # v1 of the patch: Min(queue_size - 1, GetAccessStrategyPinLimit()), with no floor of 1.
-        self.max_pinned_buffers = min(self.queue_size - 1, limit)  # type: ignore[attr-defined]
-        self._clamp_distances()  # type: ignore[attr-defined]
+        self.max_pinned_buffers = min(self.queue_size - 1, limit)
+        self._clamp_distances()
 
 
-class _StaleStrategyKept:
+class _StaleStrategyKept(_Base):
     def set_strategy(self, strategy: Any) -> None:
-        old = self.strategy  # type: ignore[attr-defined]
-        super().set_strategy(strategy)  # type: ignore[misc]
+        old = self.strategy
+        super().set_strategy(strategy)
         if old is None and strategy is not None:
             # The reused stream keeps reading as it was created: without a ring.
-            for op in self.ios:  # type: ignore[attr-defined]
+            for op in self.ios:
                 op.set_strategy(None)
 
 
-class _FreedStrategyStillUsed:
+class _FreedStrategyStillUsed(_Base):
     def set_strategy(self, strategy: Any) -> None:
-        old = self.strategy  # type: ignore[attr-defined]
-        super().set_strategy(strategy)  # type: ignore[misc]
+        old = self.strategy
+        super().set_strategy(strategy)
         if old is not None and strategy is None:
             # The reused stream keeps the strategy it was created with, which the scan freed.
-            for op in self.ios:  # type: ignore[attr-defined]
+            for op in self.ios:
                 op.set_strategy(old)
 
 
-class _DistanceNotClamped:
+class _DistanceNotClamped(_Base):
     def _clamp_distances(self) -> None:
-        distance = self.distance  # type: ignore[has-type]
-        super()._clamp_distances()  # type: ignore[misc]
+        distance = self.distance
+        super()._clamp_distances()
         self.distance = distance
 
 
-class _PausedDistanceNotClamped:
+class _PausedDistanceNotClamped(_Base):
     def _clamp_distances(self) -> None:
-        saved = (
-            getattr(self, "resume_readahead_distance", None),
-            getattr(self, "resume_combine_distance", None),
-        )
-        super()._clamp_distances()  # type: ignore[misc]
-        if saved[0] is not None:
-            self.resume_readahead_distance, self.resume_combine_distance = saved
+        if not hasattr(self, "resume_readahead_distance"):
+            super()._clamp_distances()  # PostgreSQL 18: nothing is saved by a pause
+            return
+        saved = (self.resume_readahead_distance, self.resume_combine_distance)
+        super()._clamp_distances()
+        self.resume_readahead_distance, self.resume_combine_distance = saved
 
 
-class _CapacityUpdatedOnSetStrategy:
+class _CapacityUpdatedOnSetStrategy(_Base):
     def set_strategy(self, strategy: Any) -> None:
-        super().set_strategy(strategy)  # type: ignore[misc]
-        self.stats.capacity = self.max_pinned_buffers  # type: ignore[attr-defined]
+        super().set_strategy(strategy)
+        self.stats.capacity = self.max_pinned_buffers
         io_stats = getattr(self, "io_stats", None)
         if io_stats is not None:
-            io_stats.distance_capacity = self.max_pinned_buffers  # type: ignore[attr-defined]
+            io_stats.distance_capacity = self.max_pinned_buffers
 
 
-class _EndLeaksQueuedPins:
+class _EndLeaksQueuedPins(_Base):
     def end(self) -> None:
-        if self.ended:  # type: ignore[has-type]
-            return super().end()  # type: ignore[misc]
+        if self.ended:
+            return super().end()
         # read_stream_end frees the stream without the reset that releases its queue.
         self.ended = True
         return None
 
 
-class _EndKeepsLookingAhead:
+class _EndKeepsLookingAhead(_Base):
     _ending = False
 
     def end(self) -> None:
         self._ending = True
-        super().end()  # type: ignore[misc]
+        super().end()
 
     def _begin_reset(self) -> None:
         if not self._ending:
-            return super()._begin_reset()  # type: ignore[misc]
+            return super()._begin_reset()
         # The distance is not zeroed, so the drain keeps asking the callback for blocks.
         self.buffered_blocknum = InvalidBlockNumber
         self.fast_path = False
         return None
 
 
-class _ReadLongerThanIoCombineLimit:
+class _ReadLongerThanIoCombineLimit(_Base):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # One more block per combined read than io_combine_limit (an off-by-one in the cap).
         self.io_combine_limit += 1
-        self.buffers.append(INVALID_BUFFER)  # type: ignore[attr-defined]
+        self.buffers.append(INVALID_BUFFER)
 
 
-class _UngetBlockLost:
+class _UngetBlockLost(_Base):
     def _unget_block(self, blocknum: int) -> None:
         # The block taken from the callback is dropped instead of being pushed back.
         return None
 
 
-class _UngetBlockDuplicated:
+class _UngetBlockDuplicated(_Base):
     _dup_pending = False
 
     def _unget_block(self, blocknum: int) -> None:
-        super()._unget_block(blocknum)  # type: ignore[misc]
+        super()._unget_block(blocknum)
         self._dup_pending = True
 
     def _get_block(self, slot: int) -> int:
-        ungot = self.buffered_blocknum  # type: ignore[has-type]
-        blocknum = super()._get_block(slot)  # type: ignore[misc]
+        ungot = self.buffered_blocknum
+        blocknum = super()._get_block(slot)
         if ungot != InvalidBlockNumber and self._dup_pending:
             # The pushed-back block is handed out, and stays pushed back once more.
             self.buffered_blocknum = ungot
@@ -156,23 +163,23 @@ class _UngetBlockDuplicated:
         return blocknum
 
 
-class _PerBufferDataMisalignedAfterWrap:
+class _PerBufferDataMisalignedAfterWrap(_Base):
     def _get_block(self, slot: int) -> int:
-        pbd = self._pbd  # type: ignore[has-type]
-        if pbd is not None and 0 <= slot < self.next_buffer_index:  # type: ignore[attr-defined]
+        pbd = self._pbd
+        if pbd is not None and 0 <= slot < self.next_buffer_index:
             # The slot index was wrapped for the buffer but not for its data: the data lands past
             # the queue's end, where the consumer never looks.
-            slot += self.queue_size  # type: ignore[attr-defined]
+            slot += self.queue_size
             if len(pbd) <= slot:
                 pbd.extend([None] * (slot + 1 - len(pbd)))
-        return super()._get_block(slot)  # type: ignore[misc]
+        return super()._get_block(slot)
 
 
-class _FastPathNotLeftAfterMiss:
+class _FastPathNotLeftAfterMiss(_Base):
     def _next_buffer(self) -> int:
-        was_fast = self.fast_path  # type: ignore[has-type]
-        buf = super()._next_buffer()  # type: ignore[misc]
-        if was_fast and self.ios_in_progress == 1 and self.distance != 0:  # type: ignore[attr-defined]
+        was_fast = self.fast_path
+        buf = super()._next_buffer()
+        if was_fast and self.ios_in_progress == 1 and self.distance != 0:
             # The miss found in the fast path is not recorded as an I/O to wait for, and the
             # stream stays in the fast path: the next call hands out the unread buffer.
             self.ios_in_progress = 0
@@ -193,10 +200,10 @@ class _UnlimitedPinsBackend:
         return 32767
 
 
-class _IgnoresAdditionalPinLimit:
+class _IgnoresAdditionalPinLimit(_Base):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.backend = _UnlimitedPinsBackend(self.backend)  # type: ignore[has-type]
+        self.backend = _UnlimitedPinsBackend(self.backend)  # type: ignore[assignment]
 
 
 class _SegmentBlindBackend:
@@ -216,17 +223,17 @@ class _SegmentBlindBackend:
 @contextlib.contextmanager
 def _segment_size(blocks: int) -> Iterator[None]:
     saved = _bufmgr.RELSEG_SIZE
-    _bufmgr.RELSEG_SIZE = blocks  # type: ignore[misc]
+    _bufmgr.RELSEG_SIZE = blocks
     try:
         yield
     finally:
-        _bufmgr.RELSEG_SIZE = saved  # type: ignore[misc]
+        _bufmgr.RELSEG_SIZE = saved
 
 
-class _ReadCrossesSegment:
+class _ReadCrossesSegment(_Base):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.backend = _SegmentBlindBackend(self.backend)  # type: ignore[has-type]
+        self.backend = _SegmentBlindBackend(self.backend)  # type: ignore[assignment]
 
 
 def _block_range_to_current_size(
@@ -307,6 +314,7 @@ class MutantImplementation(ReferenceImplementation):
         self.__doc__ = doc
         self._callback_hook = callback_hook
         self._scan_patch = scan_patch
+        self._classes: dict[str, type[ReadStream]]
         if mixin is None:
             self._classes = {"18": ReadStream, "master": ReadStreamMaster}
         else:
