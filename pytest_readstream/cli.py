@@ -198,13 +198,18 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
     p.add_argument("-n", dest="workers", default="2", help="pytest-xdist workers (default 2)")
     p.add_argument("--only", action="append", default=[], help="run only these mutants (repeatable)")
     args = p.parse_args(argv)
-    from .mutants import run_kill_matrix
+    from .mutants import MUTANTS, format_kill_matrix, run_kill_matrix
 
-    matrix = run_kill_matrix(only=args.only or None, workers=args.workers, json_path=None)
+    unknown = [m for m in args.only if m not in MUTANTS]
+    if unknown:
+        raise CliError(f"--only {unknown[0]!r} is not a mutant: allowed {', '.join(sorted(MUTANTS))}")
+    pytest_args = ["-p", "hypothesis", "--hypothesis-profile=ci"]
+    if args.workers not in ("0", ""):
+        pytest_args = ["-n", args.workers, *pytest_args]
+    matrix = run_kill_matrix(args.only or None, pytest_args, None)
+    print(format_kill_matrix(matrix))
     _write_json(args.json, matrix)
-    survivors = [m for m, row in matrix.get("mutants", {}).items() if not row.get("killed_by")]
-    ref_killed = matrix.get("reference", {}).get("failed", [])
-    return 1 if survivors or ref_killed else 0
+    return 0 if matrix["all_killed"] and matrix["reference_clean"] else 1
 
 
 def _cmd_bench(argv: Sequence[str]) -> int:

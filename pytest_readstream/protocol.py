@@ -41,7 +41,8 @@ those capabilities promise:
 ``introspection``
     the stream exposes ``max_pinned_buffers``, ``max_ios``, ``distance`` and
     ``io_combine_limit`` attributes, so limits can be checked directly and not only through
-    their observable effects.
+    their observable effects, and its capacity statistic: ``enable_stats().distance_capacity``
+    (master's ``read_stream_enable_stats``) or ``stats.capacity``.
 
 ``scans``
     ``scan_variants(scan) -> tuple[str, ...]`` (a subset of ``("streamed", "unstreamed")``) and

@@ -224,6 +224,7 @@ class ReadStreamMaster(ReadStream):
         self.resume_combine_distance = 1
         self.distance_decay_holdoff = 0
         self.callback_ended = False
+        self._paused = False
         self._note_distance()
 
     def pause(self) -> int:

@@ -71,6 +71,7 @@ class ReadRecord:
     backend: int
     synchronous: bool
     error: str | None = None
+    ok_blocks: int | None = None  # blocks the read delivered (fewer after a short read); set at completion
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -204,8 +204,10 @@ class BufferPool:
         ioh.error = error
         ioh.done = True
         rec = ioh.record
-        if rec is not None and error is not None:
-            rec.error = type(error).__name__
+        if rec is not None:
+            rec.ok_blocks = ok
+            if error is not None:
+                rec.error = type(error).__name__
 
     def wait_io(self, ioh: InflightIO) -> None:
         """Block until ``ioh`` has completed (``WaitIO`` / ``pgaio_wref_wait``)."""

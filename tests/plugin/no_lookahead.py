@@ -83,7 +83,8 @@ class NoLookaheadImplementation:
     """The stream API with no look-ahead (a demonstration of the implementation protocol)."""
 
     name = "no-lookahead"
-    capabilities = frozenset({"stream-api", "per-buffer-data", "set-strategy"})
+    # Streams run on the harness's buffer manager, hence on its virtual clock.
+    capabilities = frozenset({"stream-api", "per-buffer-data", "set-strategy", "virtual-time"})
 
     def begin_stream(
         self,
