@@ -83,6 +83,10 @@ class ReadStreamMaster(ReadStream):
         """``read_stream_enable_stats``: count into ``stats`` (a new object if none given)."""
         self.io_stats = stats if stats is not None else StreamIOStats()
         self.io_stats.distance_capacity = self.max_pinned_buffers
+        # From now on every buffer returned is counted (the reset drain excepted).
+        self._next_buffer = self._next_buffer_counting  # type: ignore[method-assign]
+        if "next_buffer" in self.__dict__:
+            self.next_buffer = self._next_buffer_counting  # type: ignore[method-assign]
         return self.io_stats
 
     # ------------------------------------------------------------------------------ distances
@@ -152,23 +156,50 @@ class ReadStreamMaster(ReadStream):
         return self.pinned_buffers == 0 and not self._should_look_ahead()
 
     def _look_ahead(self) -> None:
-        """``read_stream_look_ahead`` (master)."""
-        while self._should_look_ahead():
-            if self._should_issue_now():
+        """``read_stream_look_ahead`` (master).
+
+        The loop is ``while should_look_ahead(): if should_issue_now(): start; ...``; both
+        predicates are written out inline here (they run for every block), with the methods
+        above as their reference.
+        """
+        callback = self.callback
+        private = self.private
+        fast_get = self._pbd is None and not self.debug
+        while True:
+            # read_stream_should_look_ahead
+            distance = self.distance
+            if distance == 0 or self.ios_in_progress >= self.max_ios:
+                break
+            pending = self.pending_read_nblocks
+            pinned = self.pinned_buffers
+            if (
+                not (pending > 0 and pinned == 0 and pending < self.combine_distance)
+                and pinned + pending >= distance
+            ):
+                break
+            # read_stream_should_issue_now (look-ahead is known to continue here)
+            if pending > 0 and pending >= self.combine_distance:
                 self._start_pending_read()
                 continue
-            buffer_index = self.next_buffer_index + self.pending_read_nblocks
-            if buffer_index >= self.queue_size:
-                buffer_index -= self.queue_size
-            blocknum = self._get_block(buffer_index)
+            if fast_get and self.buffered_blocknum == InvalidBlockNumber:
+                blocknum = callback(self, private)
+                if blocknum == InvalidBlockNumber:
+                    # A pause (read_stream_pause from the callback) is not the callback's end.
+                    self.callback_ended = not self._paused
+                elif blocknum.__class__ is not int or not 0 <= blocknum <= 0xFFFFFFFE:
+                    raise ModelUsageError(
+                        f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
+                    )
+            else:
+                buffer_index = self.next_buffer_index + pending
+                if buffer_index >= self.queue_size:
+                    buffer_index -= self.queue_size
+                blocknum = self._get_block(buffer_index)
             if blocknum == InvalidBlockNumber:
                 self._set_end_of_stream()
                 break
-            if (
-                self.pending_read_nblocks > 0
-                and self.pending_read_blocknum + self.pending_read_nblocks == blocknum
-            ):
-                self.pending_read_nblocks += 1
+            if pending > 0 and self.pending_read_blocknum + pending == blocknum:
+                self.pending_read_nblocks = pending + 1
                 continue
             while self.pending_read_nblocks > 0:
                 if not self._start_pending_read() or self.ios_in_progress == self.max_ios:
@@ -190,8 +221,9 @@ class ReadStreamMaster(ReadStream):
         self._last_blocks_read = self.stats.blocks_read
         return started
 
-    def _next_buffer(self) -> int:
-        buf = super()._next_buffer()
+    def _next_buffer_counting(self) -> int:
+        """``read_stream_next_buffer`` with ``read_stream_count_prefetch`` (stats enabled)."""
+        buf = ReadStream._next_buffer(self)
         stats = self.io_stats
         if stats is not None and buf >= 0 and not self._draining:
             stats.prefetch_count += 1

@@ -311,9 +311,10 @@ class Backend:
     def _flush_buffer(self, buf: int, context: str) -> None:
         """``FlushBuffer``: write a dirty page synchronously before reusing its slot."""
         pool = self.pool
-        relid, fork, block = Relation.split_tag(pool.tag[buf])
-        rel = self.storage.relation_by_id(relid)
-        done = self.storage.write(rel, fork, block, self.clock.now)
+        tag = pool.tag[buf]
+        rf = tag >> 32  # Relation.split_tag, inlined: (relid << 2 | fork, block)
+        storage = self.storage
+        done = storage.write(storage._by_id[rf >> 2], rf & 3, tag & 0xFFFFFFFF, self.clock.now)
         self.stats.io[context].writes += 1
         self.stats.shared_blks_written += 1
         pool.flags[buf] &= ~BM_DIRTY
@@ -368,7 +369,8 @@ class Backend:
     def mark_buffer_dirty(self, buf: int, *, wal_logged: bool = False) -> None:
         """``MarkBufferDirty``; ``wal_logged`` gives the page an LSN not yet flushed (an FPI)."""
         pool = self.pool
-        if not self.refs.count(buf):
+        refs = self.refs
+        if buf not in refs.pos and buf not in refs.ovf:
             raise ModelUsageError(f"MarkBufferDirty on buffer {buf} which this backend does not pin")
         if not pool.flags[buf] & BM_DIRTY:
             pool.flags[buf] |= BM_DIRTY

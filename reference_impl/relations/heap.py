@@ -49,6 +49,19 @@ _RUNS_STREAM = 0x52554E53
 _DEAD_STREAM = 0xDEAD
 
 
+_OFFSETS: dict[int, npt.NDArray[np.uint16]] = {}
+
+
+def _all_offsets(n: int) -> npt.NDArray[np.uint16]:
+    """``1 .. n`` as a shared read-only array (pages of a table mostly have the same count)."""
+    arr = _OFFSETS.get(n)
+    if arr is None:
+        arr = np.arange(1, n + 1, dtype=np.uint16)
+        arr.flags.writeable = False
+        _OFFSETS[n] = arr
+    return arr
+
+
 class HeapPage:
     """One heap page as ``heap_prepare_pagescan``/``heap_page_prune`` would see it (``bufpage.h``).
 
@@ -66,7 +79,6 @@ class HeapPage:
         "all_visible",
         "all_frozen",
         "hinted",
-        "free_space",
         "tuple_len",
         "_content",
     )
@@ -89,9 +101,12 @@ class HeapPage:
         self.all_visible = all_visible
         self.all_frozen = all_frozen
         self.hinted = hinted
-        width = content.spec.tuple_width
-        self.free_space = heap_free_space(width, nitems)
-        self.tuple_len = 24 + width  # t_len of each tuple (header + data)
+        self.tuple_len = 24 + content.spec.tuple_width  # t_len of each tuple (header + data)
+
+    @property
+    def free_space(self) -> int:
+        """``PageGetHeapFreeSpace`` (computed on demand: most scans never ask)."""
+        return heap_free_space(self._content.spec.tuple_width, self.max_offset)
 
     @property
     def dead_offsets(self) -> npt.NDArray[np.uint16]:
@@ -100,8 +115,8 @@ class HeapPage:
 
     @property
     def live_offsets(self) -> npt.NDArray[np.uint16]:
-        """Offsets (ascending) of the visible tuples."""
-        allo = np.arange(1, self.max_offset + 1, dtype=np.uint16)
+        """Offsets (ascending) of the visible tuples (read-only array)."""
+        allo = _all_offsets(self.max_offset)
         if self.ndead == 0:
             return allo
         return np.setdiff1d(allo, self.dead_offsets, assume_unique=True)

@@ -168,7 +168,7 @@ class Storage:
     def write(self, rel: Relation, fork: ForkNumber | int, block: int, at_us: int) -> int:
         """Write one page (a dirty buffer being evicted); returns the completion time."""
         self.physical_writes += 1
-        key = self.file_key(rel, fork, block)
+        key = (rel._tag_bases[fork] >> 16) | (block // RELSEG_SIZE)  # file_key, inlined
         if self.direct_io:
             return self.device.write(at_us, key, block, 1)
         return self.page_cache.write(at_us, key, block)
