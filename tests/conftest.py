@@ -6,7 +6,9 @@ import os
 
 from hypothesis import settings
 
-try:
-    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-except Exception:  # the plugin registers the profiles; without it keep hypothesis' default
-    pass
+# The plugin (installed with the project, loaded before any conftest) registers the profiles.
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# pytester drives the plugin's own tests (tests/plugin, tests/conformance); pytest accepts
+# pytest_plugins only in the top-level conftest.
+pytest_plugins = ["pytester"]

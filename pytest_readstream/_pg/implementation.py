@@ -594,7 +594,6 @@ class PostgresImplementation:
                 "server_version": self.server.version,
                 "corrupted_block": corrupt,
                 "unapplied_params": dict(op.unapplied),
-                "layout_notes": list(built.notes),
                 "target": target,
             },
         )

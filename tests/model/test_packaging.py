@@ -11,7 +11,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_package_is_listed() -> None:
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = set()
-    for top, name in (("reference_impl", "reference_impl"), ("pytest_readstream", "pytest_readstream"), ("conformance", "readstream_conformance")):
+    for top, name in (
+        ("reference_impl", "reference_impl"),
+        ("pytest_readstream", "pytest_readstream"),
+        ("conformance", "readstream_conformance"),
+    ):
         for init in (ROOT / top).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / top)
             found.add(".".join([name, *rel.parts]))

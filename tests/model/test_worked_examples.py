@@ -65,7 +65,9 @@ def test_8_7_segment_boundary() -> None:
 
 
 def test_8_8_effective_io_concurrency_zero_still_ramps() -> None:
-    reads, _, _ = drive(nblocks=40, settings=Settings(effective_io_concurrency=0), flags=READ_STREAM_SEQUENTIAL)
+    reads, _, _ = drive(
+        nblocks=40, settings=Settings(effective_io_concurrency=0), flags=READ_STREAM_SEQUENTIAL
+    )
     assert reads == [(0, 0), (1, 2), (3, 6), (7, 14), (15, 30), (31, 39)]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# pytester's in-process runs drop the modules an inner run imported; numpy cannot be imported a
+# second time in one process, so the model and numpy are imported here, once, for every run.
 import shutil
 from pathlib import Path
 
@@ -10,11 +12,6 @@ import pytest
 
 import reference_impl.relations
 import reference_impl.scans  # noqa: F401
-
-# pytester's in-process runs drop the modules an inner run imported; numpy cannot be imported a
-# second time in one process, so the model and numpy are imported here, once, for every run.
-
-pytest_plugins = ["pytester"]
 
 HERE = Path(__file__).parent
 
