@@ -5,13 +5,12 @@ with ``pytester`` (``pytest --pyargs readstream_conformance.<module> --readstrea
 and requires a failure; ``test_reference_passes_every_killer`` runs the union of those tests
 against the reference and requires none. The full kill matrix (every mutant against the whole
 suite, ``-n 2``, the ``ci`` hypothesis profile) is ``readstream mutants``; it runs here only with
-``READSTREAM_RUN_SLOW=1``.
+``-m slow``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +105,7 @@ def test_reference_passes_every_killer(pytester: pytest.Pytester) -> None:
     assert outcomes.get("passed", 0) >= len(set(KILLERS.values()))
 
 
-@pytest.mark.skipif(
-    not os.environ.get("READSTREAM_RUN_SLOW"), reason="full kill matrix: set READSTREAM_RUN_SLOW=1"
-)
+@pytest.mark.slow
 def test_full_kill_matrix(tmp_path: Path) -> None:
     out: dict[str, Any] = run_kill_matrix(
         None, ["-n", "2", "-p", "hypothesis", "--hypothesis-profile=ci"], tmp_path / "matrix.json"

@@ -119,9 +119,7 @@ def test_scenario_set_covers_the_issue() -> None:
 
 
 @pytest.mark.parametrize("scenario", _params())
-def test_model_against_golden_server(request: pytest.FixtureRequest, scenario: Scenario) -> None:
-    if scenario.name in _SLOW and "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("131,080 blocks through the model take about 10 s: run with -m slow")
+def test_model_against_golden_server(scenario: Scenario) -> None:
     record = _records()[scenario.name]
     model = run_model(scenario)
     server = side_from_record(record)

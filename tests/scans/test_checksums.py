@@ -391,9 +391,7 @@ def test_cancel_aborts_without_leaking_pins() -> None:
 
 
 @pytest.mark.slow
-def test_thread_figures_full_size(request: pytest.FixtureRequest) -> None:
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("full-size run of the thread's table: select with -m slow")
+def test_thread_figures_full_size() -> None:
     spec = SHAPES["checksums-thread"]
     reads = {}
     for variant in ("streamed", "unstreamed"):

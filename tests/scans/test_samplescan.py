@@ -328,9 +328,7 @@ print(json.dumps({"rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, 
 
 
 @pytest.mark.slow
-def test_system_1_percent_of_64gib_stays_under_300_mb(request) -> None:
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("scans 8,388,608 blocks: select with -m slow")
+def test_system_1_percent_of_64gib_stays_under_300_mb() -> None:
     out = subprocess.run([sys.executable, "-c", _MEMORY_PROBE], capture_output=True, text=True, check=True)
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     # On Linux a child's ru_maxrss starts from the parent's RSS at fork (the kernel keeps the
@@ -362,10 +360,8 @@ _THREAD_CASES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(_THREAD_CASES))
-def test_sample_thread_read_counts(request, case: str) -> None:
+def test_sample_thread_read_counts(case: str) -> None:
     """docs/scans/heap.md's 64 GiB table: debug_io_direct=data, worker, 128 MB, eic 16."""
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("scans the 8,388,608-block table: select with -m slow")
     from reference_impl.relations import SHAPES
 
     scan, params = _THREAD_CASES[case]
@@ -396,10 +392,8 @@ def test_sample_thread_read_counts(request, case: str) -> None:
 
 
 @pytest.mark.slow
-def test_system_time_thread_table(request) -> None:
+def test_system_time_thread_table() -> None:
     """docs/scans/heap.md's SYSTEM_TIME(100) table on a 1 GiB table (131,072 pages, one row each)."""
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("the thread's SYSTEM_TIME table: select with -m slow")
     spec = RelationSpec(name="wide", nblocks=131_072, tuples_per_page=1, tuple_width=5000)
     over = {}
     for method in ("worker", "sync", "io_uring"):
