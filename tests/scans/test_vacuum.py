@@ -296,7 +296,6 @@ def _hash_thread_spec() -> RelationSpec:
     return spec.replace(name="t", indexes=(dataclasses.replace(index, name="t_hash"),))
 
 
-@pytest.mark.slow
 def test_hash_vacuum_thread_read_counts() -> None:
     spec = _hash_thread_spec()
     _, _, base = _vacuum(spec, "streamed", Settings())
