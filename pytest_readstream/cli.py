@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -174,19 +175,34 @@ def _cmd_check(argv: Sequence[str]) -> int:
 
 
 def _print_check_summary(report: dict[str, Any]) -> None:
-    """One line per invariant family (all tiers together) and the totals, from the JSON report."""
-    families: dict[str, dict[str, dict[str, int]]] = report.get("families", {})
-    if not families:
-        return
-    cols = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+    """The verdict by tier, from the JSON report (the plugin has printed the family table)."""
     print()
-    print(f"readstream check — implementation {report.get('implementation', '?')}, seed {report.get('seed')}")
-    print(f"{'family':<26}" + "".join(f"{c:>9}" for c in cols))
-    for fam in sorted(families):
-        tiers = families[fam].values()
-        print(f"{fam:<26}" + "".join(f"{sum(t.get(c, 0) for t in tiers):>9}" for c in cols))
-    total = report.get("summary", {})
-    print(f"{'total':<26}" + "".join(f"{total.get(c, 0):>9}" for c in cols))
+    print(check_verdict(report))
+
+
+def check_verdict(report: dict[str, Any]) -> str:
+    """One line: does the implementation conform (no MUST test failed or errored), and per tier
+    how many tests passed of those that ran (skips and expected failures are counted apart)."""
+    tiers: dict[str, Counter[str]] = {}
+    for fam in report.get("families", {}).values():
+        for tier, counts in fam.items():
+            tiers.setdefault(tier, Counter()).update(counts)
+    impl = report.get("implementation") or {}
+    name = impl.get("name", "?") if isinstance(impl, dict) else str(impl)
+    if not tiers:
+        return f"readstream check: {name}: no conformance test ran"
+    must = tiers.get("MUST", Counter())
+    ok = must["failed"] + must["error"] + must["incomplete"] == 0 and not report.get("interrupted")
+    parts = []
+    for tier in ("MUST", "SHOULD", "MAY"):
+        c = tiers.get(tier)
+        if c is None:
+            continue
+        ran = c["passed"] + c["failed"] + c["error"] + c["xpassed"] + c["incomplete"]
+        extra = [f"{c[k]} {k}" for k in ("skipped", "xfailed") if c[k]]
+        parts.append(f"{tier} {c['passed']}/{ran} passed" + (f" ({', '.join(extra)})" if extra else ""))
+    verdict = "conforms" if ok else "DOES NOT CONFORM"
+    return f"readstream check: {name} {verdict}: " + "; ".join(parts) + f"; seed {report.get('seed')}"
 
 
 # ---------------------------------------------------------------------------------------- others

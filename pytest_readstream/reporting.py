@@ -47,6 +47,8 @@ SCHEMA_VERSION = 1
 META_PROPERTY = "readstream_meta"
 SCENARIO_PROPERTY = "readstream_scenario"
 STATS_PROPERTY = "readstream_stats"
+#: The figures ``stats_totals`` sums across tests: counts and simulated time.
+ADDITIVE_FIGURES = frozenset({"reads", "read_blocks", "read_bytes", "hits", "waits", "elapsed_us"})
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "incomplete")
 _NO_FAMILY = "(no family)"
 
@@ -177,7 +179,11 @@ class Results:
         return c
 
     def stats_totals(self) -> dict[str, Any]:
-        """Sums of every numeric figure tests attached, and how many tests reported figures."""
+        """Sums of the additive I/O counters tests attached, and how many tests reported figures.
+
+        Only counters add up across tests (``ADDITIVE_FIGURES``); a ratio, a depth or a setting
+        summed over tests means nothing, so those stay per test in the report.
+        """
         totals: dict[str, float] = {}
         reporting = 0
         for t in self.tests.values():
@@ -185,7 +191,7 @@ class Results:
                 reporting += 1
             for entry in t.stats:
                 for k, v in entry.items():
-                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    if k in ADDITIVE_FIGURES and isinstance(v, (int, float)) and not isinstance(v, bool):
                         totals[k] = totals.get(k, 0) + v
         out: dict[str, Any] = {k: totals[k] for k in sorted(totals)}
         out["tests_reporting"] = reporting
@@ -266,10 +272,6 @@ def _io_line(totals: dict[str, Any]) -> str:
         parts.append(f"waits {_fmt_number(totals['waits'])}")
     if "elapsed_us" in totals:
         parts.append(f"simulated time {totals['elapsed_us'] / 1000:,.1f} ms")
-    known = {"reads", "read_blocks", "read_bytes", "hits", "waits", "elapsed_us", "tests_reporting"}
-    others = [k for k in totals if k not in known]
-    if others:
-        parts.append(", ".join(f"{k} {_fmt_number(totals[k])}" for k in others[:6]))
     return f"I/O figures from {totals['tests_reporting']} test(s): " + ("; ".join(parts) or "none numeric")
 
 

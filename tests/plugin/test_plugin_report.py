@@ -27,6 +27,7 @@ def scan(rel, backend, factory, n):
 def test_scan(n, readstream_relation, readstream_backend, readstream_stream_factory, readstream_stats):
     scan(readstream_relation, readstream_backend, readstream_stream_factory, n)
     readstream_stats.record_backend(readstream_backend)
+    readstream_stats.record(blocks_per_read=n / readstream_backend.stats.reads)
     assert readstream_backend.stats.reads <= n
 
 @pytest.mark.readstream_invariant("combining", "SHOULD")
@@ -100,9 +101,11 @@ def test_report_on_a_run_with_failures(pytester: pytest.Pytester) -> None:
     assert tests["test_suite.py::test_pause"]["missing_capabilities"] == ["pause-resume"]
     assert tests["test_suite.py::test_plain"]["implementation"] is None  # not a readstream test
     big = tests["test_suite.py::test_scan[1000]"]["stats"]
-    assert len(big) == 1 and big[0]["read_blocks"] == 1000 and big[0]["reads"] < 1000
+    assert big[0]["read_blocks"] == 1000 and big[0]["reads"] < 1000
+    assert big[1]["blocks_per_read"] == 1000 / big[0]["reads"]
     totals = report["stats_totals"]
     assert totals["tests_reporting"] == 4
+    assert "blocks_per_read" not in totals  # a ratio summed over tests means nothing
     assert totals["read_blocks"] == 1 + 16 + 100 + 1000
     result.stdout.fnmatch_lines(
         [
