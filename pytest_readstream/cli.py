@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .hypothesis_profiles import OWN_PROFILES
+
 __all__ = ["main"]
 
 
@@ -157,7 +159,7 @@ def _cmd_check(argv: Sequence[str]) -> int:
     p.add_argument("--impl", default=None, help="implementation under test (default: reference)")
     p.add_argument("-n", dest="workers", default="2", help="pytest-xdist workers (default 2; 0 = serial)")
     p.add_argument("--json", help="write the per-test report to this path")
-    p.add_argument("--profile", default="ci", help="hypothesis profile (ci, dev, thorough)")
+    p.add_argument("--profile", default="ci", choices=OWN_PROFILES, help="hypothesis profile (default: ci)")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = p.parse_args(argv)
     report = args.json or os.path.join(tempfile.mkdtemp(prefix="readstream-check-"), "report.json")

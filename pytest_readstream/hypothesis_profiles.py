@@ -11,6 +11,8 @@ simulated scan's run time says nothing about the code under test.
 * ``thorough`` — many examples, for a nightly job or before a release, drawn from the run's seed
   as under ``ci``.
 
+A failing example is printed with the seed and the ``@reproduce_failure`` blob that replay it.
+
 A project that registered a profile of the same name keeps its own: the plugin only registers
 names that are still free, except ``ci``, which replaces hypothesis' own built-in ``ci`` profile
 (derandomized, so blind to the run's seed) unless the project registered a ``ci`` of its own.
@@ -41,7 +43,12 @@ def _profiles() -> dict[str, dict[str, Any]]:
             "suppress_health_check": slow,
         },
         "dev": {"max_examples": 100, "deadline": None, "print_blob": True},
-        "thorough": {"max_examples": 1000, "deadline": None, "suppress_health_check": slow},
+        "thorough": {
+            "max_examples": 1000,
+            "deadline": None,
+            "print_blob": True,
+            "suppress_health_check": slow,
+        },
     }
 
 

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_readstream.cli import check_verdict
+import pytest
+
+from pytest_readstream.cli import check_verdict, main
 
 
 def _report(families: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -65,3 +67,11 @@ def test_check_against_a_mutant_does_not_conform(tmp_path: Path) -> None:
     )
     assert out.returncode == 1
     assert "readstream check: mutant:set-strategy-pin-limit-zero DOES NOT CONFORM: MUST " in out.stdout
+
+
+def test_check_refuses_an_unknown_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--profile", "nope"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err  # argparse's quoting of the choices differs between versions
+    assert "--profile: invalid choice: 'nope'" in err and all(p in err for p in ("ci", "dev", "thorough"))
