@@ -120,8 +120,13 @@ def apply_xfails(
     """Mark the matching items; return the entries that matched nothing."""
     used: set[int] = set()
     for item in items:
+        nodeid = item.nodeid
+        if nodeid.startswith("::"):
+            # pytest leaves the path out of the id when one module is collected from outside the
+            # rootdir (``--pyargs package.module``); the entries name it, so put it back.
+            nodeid = item.path.name + nodeid
         for entry in entries:
-            if entry_matches(entry.prefix, item.nodeid):
+            if entry_matches(entry.prefix, nodeid):
                 used.add(entry.lineno)
                 where = f"{path.name}:{entry.lineno}"
                 if as_skips:

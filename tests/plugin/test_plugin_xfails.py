@@ -100,3 +100,20 @@ def test_without_the_file_everything_runs(project: pytest.Pytester) -> None:
 )
 def test_entry_matching(prefix: str, nodeid: str, expected: bool) -> None:
     assert entry_matches(prefix, nodeid) is expected
+
+
+def test_entries_match_a_module_collected_from_outside_the_rootdir(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # ``pytest --pyargs package.module`` from elsewhere gives ids without the path ("::test_x");
+    # the file's name must still match, as it does when the whole package is collected.
+    site = tmp_path_factory.mktemp("site")
+    (site / "pkgx").mkdir()
+    (site / "pkgx" / "__init__.py").write_text("")
+    (site / "pkgx" / "test_mod.py").write_text(TESTS)
+    pytester.syspathinsert(site)
+    pytester.makeini("[pytest]\n")
+    pytester.makefile(".txt", known="test_mod.py::test_known_bug   # listed by file name\n")
+    result = pytester.runpytest("--pyargs", "pkgx.test_mod", "--readstream-xfails=known.txt", "-rx")
+    result.assert_outcomes(passed=3, xfailed=1, failed=2)
+    result.stdout.fnmatch_lines(["XFAIL *test_known_bug - listed by file name (known.txt:1)"])
