@@ -164,6 +164,65 @@ def _params(**kw: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((k, v) for k, v in kw.items() if v is not None))
 
 
+def _base_patch_rows(
+    name: str,
+    runs: tuple[Run, Run],
+    published: tuple[float, float],
+    unit: str = "ms",
+    *,
+    figure: str = "",
+    metric: str = "elapsed",
+    base_word: str = "base",
+    note: str = "",
+) -> list[RowSpec]:
+    """The two rows of one published base-vs-patch comparison, paired for its speedup.
+
+    ``runs`` and ``published`` are (base, patch). The rows are named ``"<name> <base_word>
+    <figure>"`` and ``"<name> patch <figure>"`` (the threads call the base "base", "master" or
+    "HEAD"; ``figure`` is empty for the elapsed time) and share the pair ``"<name> <figure>"``,
+    which ``bench_seeds`` turns into the published speedup or reduction.
+    """
+    suffix = f" {figure}" if figure else ""
+    pair = name + suffix
+    (base_run, patch_run), (base, patch) = runs, published
+    return [
+        RowSpec(
+            f"{name} {base_word}{suffix}",
+            base,
+            unit,
+            (base_run,),
+            metric=metric,
+            pair=pair,
+            side="base",
+            note=note,
+        ),
+        RowSpec(
+            f"{name} patch{suffix}",
+            patch,
+            unit,
+            (patch_run,),
+            metric=metric,
+            pair=pair,
+            side="patch",
+            note=note,
+        ),
+    ]
+
+
+def _io_method_name(method: str, workers: int) -> str:
+    """How the streamify thread names a configuration: ``io_uring``, or ``worker=<io_workers>``."""
+    return "io_uring" if method == "io_uring" else f"worker={workers}"
+
+
+def _shape_nblocks(full_nblocks: int, scale: float) -> int | None:
+    """A named shape's heap size at ``scale``: ``None`` (the shape's own) at full scale.
+
+    ``full_nblocks`` is the shape's own size; scaled, it shrinks in proportion, to 64 blocks at
+    the least.
+    """
+    return None if scale == 1.0 else max(64, round(full_nblocks * scale))
+
+
 _PLACEHOLDER = DEVICE_PROFILES["nvme"]
 
 
@@ -191,6 +250,38 @@ def _sample_device(latency: float) -> DeviceProfile:
     )
 
 
+_SAMPLE_SHAPE = "sample-thread-64gib"
+_SAMPLE_COSTS = (("page_process_us", 8.0),)  # the thread's CPU per sampled page (see assumptions)
+
+
+def _sample_run(
+    settings: tuple[tuple[str, Any], ...],
+    variant: str,
+    label: str,
+    *,
+    method: str,
+    nblocks: int,
+    **params: Any,
+) -> Run:
+    """A sampling scan (``method``: a key of :data:`SAMPLE_SCANS`) of the sample thread's table.
+
+    Every sample-scan table was measured by the same author on the same machine: the same
+    one-row-per-page shape (``nblocks`` of it) and the same per-page CPU. ``params`` are the
+    scan's parameters (``None`` values left out).
+    """
+    return Run(
+        settings=settings,
+        device=_PLACEHOLDER,
+        scan=SAMPLE_SCANS[method],
+        variant=variant,
+        shape=_SAMPLE_SHAPE,
+        nblocks=nblocks,
+        params=_params(**params),
+        costs=_SAMPLE_COSTS,
+        label=label,
+    )
+
+
 def _sample_tables(scale: float) -> list[SeedTable]:
     nblocks = max(1000, round(8_388_608 * scale))
     settings = _settings(
@@ -202,21 +293,9 @@ def _sample_tables(scale: float) -> list[SeedTable]:
         effective_io_concurrency=16,
         synchronize_seqscans=False,
     )
-    costs = (("page_process_us", 8.0),)
 
     def run(variant: str, label: str, settings: tuple = settings, **params: Any) -> Run:
-        method = params.pop("method")
-        return Run(
-            settings=settings,
-            device=_PLACEHOLDER,
-            scan=SAMPLE_SCANS[method],
-            variant=variant,
-            shape="sample-thread-64gib",
-            nblocks=nblocks,
-            params=_params(**params),
-            costs=costs,
-            label=label,
-        )
+        return _sample_run(settings, variant, label, nblocks=nblocks, **params)
 
     rows_limit = max(100, round(100_000 * scale))
     queries: list[tuple[str, float, float, dict[str, Any]]] = [
@@ -258,26 +337,8 @@ def _sample_tables(scale: float) -> list[SeedTable]:
     ]
     rows: list[RowSpec] = []
     for name, base, patch, prm in queries:
-        rows.append(
-            RowSpec(
-                f"{name} master",
-                base,
-                "ms",
-                (run("unstreamed", f"{name} master", **prm),),
-                pair=name,
-                side="base",
-            )
-        )
-        rows.append(
-            RowSpec(
-                f"{name} patch",
-                patch,
-                "ms",
-                (run("streamed", f"{name} patch", **prm),),
-                pair=name,
-                side="patch",
-            )
-        )
+        runs = (run("unstreamed", f"{name} master", **prm), run("streamed", f"{name} patch", **prm))
+        rows += _base_patch_rows(name, runs, (base, patch), base_word="master")
     # Calibrate on an eighth of the table: SYSTEM(1) reads 1 % of it, page by page, each page
     # costing the same, so the time of the slice is an eighth of the whole run's.
     fraction = 0.125
@@ -317,7 +378,7 @@ def _sample_tables(scale: float) -> list[SeedTable]:
         ),
         rows=rows,
         scans=tuple(SAMPLE_SCANS[m] for m in ("system", "system_rows", "bernoulli")),
-        shapes=("sample-thread-64gib",),
+        shapes=(_SAMPLE_SHAPE,),
     )
     # 8 concurrent clients: each runs SYSTEM(1) with its own seed; TPS over a window of pages.
     window = max(200, round(2000 * scale))
@@ -443,16 +504,14 @@ def _system_time_table(scale: float) -> SeedTable:
         )
         for variant, side, value in (("unstreamed", "base", base), ("streamed", "patch", patch)):
             label = f"{method} eic={eic} {'unpatched' if side == 'base' else 'patched'}"
-            r = Run(
-                settings=settings,
-                device=_PLACEHOLDER,
-                scan=SAMPLE_SCANS["system_time"],
-                variant=variant,
-                shape="sample-thread-64gib",
+            r = _sample_run(
+                settings,
+                variant,
+                label,
+                method="system_time",
                 nblocks=nblocks,
-                params=_params(time_ms=float(time_ms), seed=_SAMPLE_SEED),
-                costs=(("page_process_us", 8.0),),
-                label=label,
+                time_ms=float(time_ms),
+                seed=_SAMPLE_SEED,
             )
             rows.append(
                 RowSpec(label, value, "ms", (r,), pair=f"{method} eic={eic}", side=side, extensive=False)
@@ -484,7 +543,7 @@ def _system_time_table(scale: float) -> SeedTable:
         ),
         rows=rows,
         scans=(SAMPLE_SCANS["system_time"],),
-        shapes=("sample-thread-64gib",),
+        shapes=(_SAMPLE_SHAPE,),
     )
 
 
@@ -516,51 +575,21 @@ def _checksums_table(scale: float) -> SeedTable:
 
     rows = []
     for method, base, patch in (("sync", 460_003.0, 383_069.0), ("worker", 458_885.0, 352_155.0)):
-        b = run(method, "unstreamed", f"{method} HEAD")
-        p = run(method, "streamed", f"{method} patch")
-        rows += [
-            RowSpec(f"io_method={method} HEAD", base, "ms", (b,), pair=f"io_method={method}", side="base"),
-            RowSpec(f"io_method={method} patch", patch, "ms", (p,), pair=f"io_method={method}", side="patch"),
-            RowSpec(
-                f"io_method={method} HEAD reads",
-                958_482.0,
-                "reads",
-                (b,),
-                metric="reads",
-                pair=f"io_method={method} reads",
-                side="base",
-            ),
-            RowSpec(
-                f"io_method={method} patch reads",
-                60_248.0,
-                "reads",
-                (p,),
-                metric="reads",
-                pair=f"io_method={method} reads",
-                side="patch",
-            ),
-        ]
+        name = f"io_method={method}"
+        runs = (run(method, "unstreamed", f"{method} HEAD"), run(method, "streamed", f"{method} patch"))
+        rows += _base_patch_rows(name, runs, (base, patch), base_word="HEAD")
+        rows += _base_patch_rows(
+            name, runs, (958_482.0, 60_248.0), "reads", figure="reads", metric="reads", base_word="HEAD"
+        )
         if method == "sync":
-            rows += [
-                RowSpec(
-                    "io_method=sync HEAD io_time",
-                    299_082.0,
-                    "ms",
-                    (b,),
-                    metric="read_write_time",
-                    pair="io_method=sync io_time",
-                    side="base",
-                ),
-                RowSpec(
-                    "io_method=sync patch io_time",
-                    264_387.0,
-                    "ms",
-                    (p,),
-                    metric="read_write_time",
-                    pair="io_method=sync io_time",
-                    side="patch",
-                ),
-            ]
+            rows += _base_patch_rows(
+                name,
+                runs,
+                (299_082.0, 264_387.0),
+                figure="io_time",
+                metric="read_write_time",
+                base_word="HEAD",
+            )
     fraction = 0.0625
     return SeedTable(
         key="checksums",
@@ -645,7 +674,7 @@ def _streamify_tables(scale: float) -> list[SeedTable]:
         ("io_uring", 3, 60_839.9, 10_949.9, 49_616.97, 55.25),
         ("worker", 3, 60_577.5, 11_470.0, 49_359.79, 69.60),
     ):
-        name = "io_uring" if method == "io_uring" else f"worker={workers}"
+        name = _io_method_name(method, workers)
         settings = _settings(version="master", io_method=method, io_workers=workers, debug_io_direct="data")
 
         def run(variant: str, label: str, settings: tuple = settings) -> Run:
@@ -655,49 +684,20 @@ def _streamify_tables(scale: float) -> list[SeedTable]:
                 scan="pgstattuple_approx",
                 variant=variant,
                 shape="pgstattuple-thread",
-                nblocks=None if scale == 1.0 else max(64, round(4138 * scale)),
+                nblocks=_shape_nblocks(4138, scale),
                 params=(),
                 overhead_us=round(_PGSTATTUPLE_HARNESS_US * scale),
                 label=label,
             )
 
-        b, p = (
+        runs = (
             run("unstreamed", f"pgstattuple_small {name} base"),
             run("streamed", f"pgstattuple_small {name} patch"),
         )
         pg_rows += [
-            RowSpec(f"{name} base", base, "ms", (b,), pair=name, side="base"),
-            RowSpec(f"{name} patch", patch, "ms", (p,), pair=name, side="patch"),
-            RowSpec(
-                f"{name} base reads", 4139.0, "reads", (b,), metric="reads", pair=f"{name} reads", side="base"
-            ),
-            RowSpec(
-                f"{name} patch reads",
-                260.0,
-                "reads",
-                (p,),
-                metric="reads",
-                pair=f"{name} reads",
-                side="patch",
-            ),
-            RowSpec(
-                f"{name} base io_time",
-                io_base,
-                "ms",
-                (b,),
-                metric="io_time",
-                pair=f"{name} io_time",
-                side="base",
-            ),
-            RowSpec(
-                f"{name} patch io_time",
-                io_patch,
-                "ms",
-                (p,),
-                metric="io_time",
-                pair=f"{name} io_time",
-                side="patch",
-            ),
+            *_base_patch_rows(name, runs, (base, patch)),
+            *_base_patch_rows(name, runs, (4139.0, 260.0), "reads", figure="reads", metric="reads"),
+            *_base_patch_rows(name, runs, (io_base, io_patch), figure="io_time", metric="io_time"),
         ]
     tables.append(
         SeedTable(
@@ -737,6 +737,17 @@ def _streamify_tables(scale: float) -> list[SeedTable]:
     return tables
 
 
+def _hash_vacuum_settings(method: str, workers: int) -> tuple[tuple[str, Any], ...]:
+    """The settings of both hash_vacuum benchmarks: direct I/O and shared_buffers=1GB."""
+    return _settings(
+        version="master",
+        io_method=method,
+        io_workers=workers,
+        debug_io_direct="data",
+        shared_buffers=131072,
+    )
+
+
 def _hash_run(settings: tuple, stream: bool, label: str, scale: float = 1.0) -> Run:
     return Run(
         settings=settings,
@@ -744,11 +755,14 @@ def _hash_run(settings: tuple, stream: bool, label: str, scale: float = 1.0) -> 
         scan="vacuum",
         variant="streamed",
         shape="hash-vacuum-thread",
-        nblocks=None if scale == 1.0 else max(64, round(4425 * scale)),
+        nblocks=_shape_nblocks(4425, scale),
         shape_changes=() if scale == 1.0 else (("indexes", (_hash_index(scale),)),),
         params=_params(hash_stream=stream),
         label=label,
     )
+
+
+_LAYOUT_INPUT = "layout input: the index layout was inferred from these counts"
 
 
 def _hash_vacuum_table(scale: float) -> SeedTable:
@@ -757,57 +771,18 @@ def _hash_vacuum_table(scale: float) -> SeedTable:
         ("io_uring", 3, 199_929.0, 161_747.0, 47_084.8, 9_925.77),
         ("worker", 12, 203_417.0, 161_687.0, 48_356.3, 9_917.24),
     ):
-        name = "io_uring" if method == "io_uring" else f"worker={workers}"
-        settings = _settings(
-            version="master",
-            io_method=method,
-            io_workers=workers,
-            debug_io_direct="data",
-            shared_buffers=131072,
+        name = _io_method_name(method, workers)
+        settings = _hash_vacuum_settings(method, workers)
+        runs = (
+            _hash_run(settings, False, f"hash_vacuum {name} base", scale),
+            _hash_run(settings, True, f"hash_vacuum {name} patch", scale),
         )
-        b = _hash_run(settings, False, f"hash_vacuum {name} base", scale)
-        p = _hash_run(settings, True, f"hash_vacuum {name} patch", scale)
         rows += [
-            RowSpec(f"{name} base", base, "ms", (b,), pair=name, side="base"),
-            RowSpec(f"{name} patch", patch, "ms", (p,), pair=name, side="patch"),
-            RowSpec(
-                f"{name} base reads",
-                4665.0,
-                "reads",
-                (b,),
-                metric="reads",
-                pair=f"{name} reads",
-                side="base",
-                note="layout input: the index layout was inferred from these counts",
+            *_base_patch_rows(name, runs, (base, patch)),
+            *_base_patch_rows(
+                name, runs, (4665.0, 1615.0), "reads", figure="reads", metric="reads", note=_LAYOUT_INPUT
             ),
-            RowSpec(
-                f"{name} patch reads",
-                1615.0,
-                "reads",
-                (p,),
-                metric="reads",
-                pair=f"{name} reads",
-                side="patch",
-                note="layout input: the index layout was inferred from these counts",
-            ),
-            RowSpec(
-                f"{name} base io_time",
-                io_base,
-                "ms",
-                (b,),
-                metric="io_time",
-                pair=f"{name} io_time",
-                side="base",
-            ),
-            RowSpec(
-                f"{name} patch io_time",
-                io_patch,
-                "ms",
-                (p,),
-                metric="io_time",
-                pair=f"{name} io_time",
-                side="patch",
-            ),
+            *_base_patch_rows(name, runs, (io_base, io_patch), figure="io_time", metric="io_time"),
         ]
     return SeedTable(
         key="streamify-hash-vacuum",
@@ -843,9 +818,7 @@ def _hash_vacuum_table(scale: float) -> SeedTable:
 
 
 def _hash_vacuum_medium_table(scale: float) -> SeedTable:
-    settings = _settings(
-        version="master", io_method="worker", io_workers=12, debug_io_direct="data", shared_buffers=131072
-    )
+    settings = _hash_vacuum_settings("worker", 12)
     rows = []
     published = {
         2: (33_743.2, 27_371.3, 8_242.51, 1_725.03, 12_689.0, 12_651.0, 25_144.87, 25_041.75),
@@ -856,67 +829,17 @@ def _hash_vacuum_medium_table(scale: float) -> SeedTable:
         delay = (("write_latency_us", wd * 1000 + _SSD_WRITE_US),)
         b = replace(_hash_run(settings, False, f"medium {tag} base", scale), device_changes=delay)
         p = replace(_hash_run(settings, True, f"medium {tag} patch", scale), device_changes=delay)
+        runs = (b, p)
         rows += [
-            RowSpec(f"{tag} base", base, "ms", (b,), pair=tag, side="base"),
-            RowSpec(f"{tag} patch", patch, "ms", (p,), pair=tag, side="patch"),
-            RowSpec(
-                f"{tag} base reads",
-                4662.0,
-                "reads",
-                (b,),
-                metric="reads",
-                pair=f"{tag} reads",
-                side="base",
-                note="layout input: the index layout was inferred from these counts",
+            *_base_patch_rows(tag, runs, (base, patch)),
+            *_base_patch_rows(
+                tag, runs, (4662.0, 1612.0), "reads", figure="reads", metric="reads", note=_LAYOUT_INPUT
             ),
-            RowSpec(
-                f"{tag} patch reads",
-                1612.0,
-                "reads",
-                (p,),
-                metric="reads",
-                pair=f"{tag} reads",
-                side="patch",
-                note="layout input: the index layout was inferred from these counts",
-            ),
-            RowSpec(
-                f"{tag} base read_time",
-                rt_b,
-                "ms",
-                (b,),
-                metric="io_time",
-                pair=f"{tag} read_time",
-                side="base",
-            ),
-            RowSpec(
-                f"{tag} patch read_time",
-                rt_p,
-                "ms",
-                (p,),
-                metric="io_time",
-                pair=f"{tag} read_time",
-                side="patch",
-            ),
+            *_base_patch_rows(tag, runs, (rt_b, rt_p), figure="read_time", metric="io_time"),
+            # The write counts are compared one by one, not paired: no reduction is derived.
             RowSpec(f"{tag} base writes", w_b, "writes", (b,), metric="writes"),
             RowSpec(f"{tag} patch writes", w_p, "writes", (p,), metric="writes"),
-            RowSpec(
-                f"{tag} base write_time",
-                wt_b,
-                "ms",
-                (b,),
-                metric="write_time",
-                pair=f"{tag} write_time",
-                side="base",
-            ),
-            RowSpec(
-                f"{tag} patch write_time",
-                wt_p,
-                "ms",
-                (p,),
-                metric="write_time",
-                pair=f"{tag} write_time",
-                side="patch",
-            ),
+            *_base_patch_rows(tag, runs, (wt_b, wt_p), figure="write_time", metric="write_time"),
         ]
     calib = next(r for r in rows if r.row == "write-delay 0 ms base")
     return SeedTable(
