@@ -151,19 +151,36 @@ def _timed_flush(backend: Any, box: list[int]) -> None:
     backend._flush_buffer = timed
 
 
+def _build_instance(run: Run) -> tuple[Settings, Instance, Any]:
+    """A fresh instance as ``run`` describes it (settings, device, CPU costs, seed), and its relation.
+
+    Backends get a read log (``record_reads``): :func:`simulate_run` swaps it for a
+    :class:`ReadTally`, :func:`trace_run` returns every read from it.
+    """
+    settings = Settings.from_mapping(dict(run.settings))
+    costs = CpuCosts(**dict(run.costs)) if run.costs else CpuCosts()
+    inst = Instance(settings, device=run.device, costs=costs, seed=run.seed, record_reads=True)
+    return settings, inst, _relation(inst, run)
+
+
+def _warm_up(inst: Instance, rel: Any, run: Run, params: dict[str, Any]) -> Any:
+    """Run ``run``'s scan once, unmeasured, on a backend of its own (``Run.warm``); return it.
+
+    What it reads stays in shared buffers for the measured run (the "all data cached" case).
+    """
+    backend = inst.backend("warm-up")
+    run_scan(run.scan, backend, rel, variant=run.variant, keep_blocks=False, **params)
+    return backend
+
+
 def simulate_run(run: Run) -> dict[str, Any]:
     """Build the instance a :class:`Run` describes, run it, and return its measurements."""
     if run.scan not in SCANS:
         raise ValueError(f"run {run.label!r}: scan {run.scan!r} is not registered")
-    settings = Settings.from_mapping(dict(run.settings))
-    costs = CpuCosts(**dict(run.costs)) if run.costs else CpuCosts()
-    inst = Instance(settings, device=run.device, costs=costs, seed=run.seed, record_reads=True)
-    rel = _relation(inst, run)
+    _, inst, rel = _build_instance(run)
     base_params = dict(run.params)
     if run.warm:
-        warm_be = inst.backend("warm-up")
-        run_scan(run.scan, warm_be, rel, variant=run.variant, keep_blocks=False, **base_params)
-        warm_be.check_for_buffer_leaks()
+        _warm_up(inst, rel, run, base_params).check_for_buffer_leaks()
     nclients = run.clients
     backends = [inst.backend() for _ in range(nclients)]
     tallies = []
@@ -246,13 +263,10 @@ def trace_run(run: Run, max_pages: int | None = None) -> dict[str, Any]:
     """
     from .plots import attach_wait_recorder
 
-    settings = Settings.from_mapping(dict(run.settings))
-    costs = CpuCosts(**dict(run.costs)) if run.costs else CpuCosts()
-    inst = Instance(settings, device=run.device, costs=costs, seed=run.seed, record_reads=True)
-    rel = _relation(inst, run)
+    settings, inst, rel = _build_instance(run)
     params = dict(run.params)
     if run.warm:
-        run_scan(run.scan, inst.backend("warm-up"), rel, variant=run.variant, keep_blocks=False, **params)
+        _warm_up(inst, rel, run, params)
     be = inst.backend()
     waits = attach_wait_recorder(be)
     t0 = inst.clock.now
