@@ -29,7 +29,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import reference_impl
 import reference_impl.buffers.bufmgr as _bufmgr
@@ -314,43 +314,11 @@ class MutantImplementation(ReferenceImplementation):
         self.__doc__ = doc
         self._callback_hook = callback_hook
         self._scan_patch = scan_patch
-        self._classes: dict[str, type[ReadStream]]
-        if mixin is None:
-            self._classes = {"18": ReadStream, "master": ReadStreamMaster}
-        else:
-            self._classes = {
-                "18": type(f"{mixin.__name__.lstrip('_')}ReadStream", (mixin, ReadStream), {}),
-                "master": type(
-                    f"{mixin.__name__.lstrip('_')}ReadStreamMaster", (mixin, ReadStreamMaster), {}
-                ),
-            }
-
-    def _make_stream(
-        self,
-        backend: Any,
-        rel: Any,
-        callback: Callable[[Any, Any], Any],
-        private: Any = None,
-        *,
-        fork: Any = None,
-        flags: int = 0,
-        strategy: Any = None,
-        per_buffer_data: bool = False,
-    ) -> Any:
-        cls = self._classes["master" if backend.settings.version == "master" else "18"]
-        fork = reference_impl.ForkNumber.MAIN if fork is None else fork
-        if self._callback_hook is not None:
-            callback = self._callback_hook(rel, fork, callback, private)
-        return cls(
-            backend,
-            rel,
-            callback,
-            private,
-            fork=fork,
-            flags=flags,
-            strategy=strategy,
-            per_buffer_data=per_buffer_data,
-            debug=False,
+        # (PostgreSQL 18's stream class, master's): the reference's, or the mutant's subclasses.
+        self._stream_classes: tuple[type[ReadStream], type[ReadStreamMaster]] = (
+            (ReadStream, ReadStreamMaster)
+            if mixin is None
+            else (_with_mixin(mixin, ReadStream), _with_mixin(mixin, ReadStreamMaster))
         )
 
     def begin_stream(
@@ -365,8 +333,12 @@ class MutantImplementation(ReferenceImplementation):
         strategy: Any = None,
         per_buffer_data: bool = False,
     ) -> Any:
-        """``read_stream_begin_relation`` of the mutant."""
-        return self._make_stream(
+        """``read_stream_begin_relation`` of the mutant (also every stream its scans begin)."""
+        fork = reference_impl.ForkNumber.MAIN if fork is None else fork
+        if self._callback_hook is not None:
+            callback = self._callback_hook(rel, fork, callback, private)
+        return reference_impl._begin_stream_of(
+            self._stream_classes,
             backend,
             rel,
             callback,
@@ -375,12 +347,14 @@ class MutantImplementation(ReferenceImplementation):
             flags=flags,
             strategy=strategy,
             per_buffer_data=per_buffer_data,
+            debug=False,
         )
 
     def run_scan(self, request: ScanRequest) -> ScanOutcome:
         """The reference's scan, with every stream it begins made by this mutant."""
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_patched(reference_impl, "begin_stream", self._make_stream))
+            # The scans look begin_stream up when they begin a stream, so they get the mutant's.
+            stack.enter_context(_patched(reference_impl, "begin_stream", self.begin_stream))
             if self._scan_patch is not None:
                 stack.enter_context(self._scan_patch())
             return super().run_scan(request)
@@ -397,6 +371,14 @@ def _patched(obj: Any, attr: str, value: Any) -> Iterator[None]:
         yield
     finally:
         setattr(obj, attr, saved)
+
+
+_StreamT = TypeVar("_StreamT", bound=ReadStream)
+
+
+def _with_mixin(mixin: type, base: type[_StreamT]) -> type[_StreamT]:
+    """``base`` with the mutant's ``mixin`` in front (``XReadStream``, ``XReadStreamMaster``)."""
+    return type(f"{mixin.__name__.lstrip('_')}{base.__name__}", (mixin, base), {})
 
 
 def _mutant(

@@ -145,7 +145,40 @@ def begin_stream(
     per_buffer_data: bool = False,
 ) -> ReadStream:
     """``read_stream_begin_relation``: the stream class of the instance's ``version``."""
-    cls = ReadStreamMaster if backend.settings.version == "master" else ReadStream
+    return _begin_stream_of(
+        (ReadStream, ReadStreamMaster),
+        backend,
+        rel,
+        callback,
+        private,
+        fork=fork,
+        flags=flags,
+        strategy=strategy,
+        per_buffer_data=per_buffer_data,
+    )
+
+
+def _begin_stream_of(
+    stream_classes: tuple[type[ReadStream], type[ReadStreamMaster]],
+    backend: Backend,
+    rel: Relation,
+    callback: Any,
+    private: Any,
+    *,
+    fork: ForkNumber,
+    flags: int,
+    strategy: BufferAccessStrategy | None,
+    per_buffer_data: bool,
+    debug: bool | None = None,
+) -> ReadStream:
+    """:func:`begin_stream` with its stream classes given: ``(PostgreSQL 18's, master's)``.
+
+    The class is picked by ``backend.settings.version``, the one rule :func:`begin_stream` and
+    the harness's known-bug variants (``pytest_readstream.mutants``, which begin subclasses of
+    these with ``debug=False``) share. ``debug=None`` leaves it to the instance's ``debug``.
+    """
+    pg18_class, master_class = stream_classes
+    cls = master_class if backend.settings.version == "master" else pg18_class
     return cls(
         backend,
         rel,
@@ -155,4 +188,5 @@ def begin_stream(
         flags=flags,
         strategy=strategy,
         per_buffer_data=per_buffer_data,
+        debug=debug,
     )
