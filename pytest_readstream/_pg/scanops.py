@@ -32,7 +32,10 @@ Session state the model takes as a parameter becomes the state of the measured s
 the measurement (the planner reads the btree metapage into the relcache, ``_bt_getrootheight``),
 and its absence by measuring in a fresh session. Parameters that stand for something a server
 cannot be told (the backend's PRNG seeds of ANALYZE and SYSTEM_ROWS, a preset sync-scan
-location) are refused or, for seeds, recorded as not applied (``ServerOp.unapplied``).
+location) are refused or, for seeds, recorded as not applied (``ServerOp.unapplied``). So is
+``rescan_fix=True``, the model's switch for the seed thread's ``heap_rescan`` fix: the server
+runs the code it was built with, and the conformance tests that ask for the fix show whether it
+has it (stock 18.6 does not).
 """
 
 from __future__ import annotations
@@ -227,7 +230,13 @@ def _seqscan(p: dict[str, Any]) -> ServerOp:
             )
         return _cursor_seqscan(ctx, passes, rescan, grow, limit)
 
-    return ServerOp("seqscan", run, mutates=bool(grow or (rescan is not None and rescan > 0)))
+    # rescan_fix selects the model's heap_rescan (the seed thread's fix or PostgreSQL 18's code);
+    # a server runs the heap_rescan it was built with, so asking for the fix is recorded, not
+    # refused: the outcome then shows what this server does.
+    unapplied = {"rescan_fix": True} if p.get("rescan_fix") else {}
+    return ServerOp(
+        "seqscan", run, mutates=bool(grow or (rescan is not None and rescan > 0)), unapplied=unapplied
+    )
 
 
 def _cursor_seqscan(
