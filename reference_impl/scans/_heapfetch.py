@@ -12,11 +12,20 @@
   page is one ``ReadBuffer`` without strategy (context ``normal``), as ``_bt_getbuf`` does; a leaf
   is released as soon as its items are copied (an MVCC plain index scan drops the leaf pin at
   once). The metapage is read first only when the backend has no cached copy (``rd_amcache``).
+* ``btree_key_range`` resolves both at once for a range scan: the btree and the ranks of the range.
+* ``btree_range_params`` declares the parameters of such a range scan (the index, the key range,
+  the cached metapage, ``LIMIT``); ``begin_heap_fetch_stream`` starts the heap read stream both
+  the bitmap heap scan and the index-scan prototype use (``DEFAULT | USE_BATCHING``, no
+  strategy, the fetch's TIDs as per-buffer data).
+* ``ReturnedRows`` is the executor side of a heap fetch: the live tuples among a page's
+  candidate TIDs become rows (``LIMIT`` honoured), and the slot keeps the page of the last row
+  returned pinned; ``end_scan`` drops the scan buffer, the stream and the slot in the order the
+  node's end-scan does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,11 +33,22 @@ import numpy.typing as npt
 
 from ..buffers.bufmgr import Backend
 from ..errors import ModelUsageError
+from ..read_stream import READ_STREAM_DEFAULT, READ_STREAM_USE_BATCHING
 from ..relations.btree import BTreeContent
 from ..relations.mixing import mix64, seed_words
 from ..storage.relation import ForkNumber, Relation
+from .base import ScanContext, ScanParam
 
-__all__ = ["TidDigest", "find_index", "btree_range_leaves", "key_range"]
+__all__ = [
+    "TidDigest",
+    "find_index",
+    "btree_range_leaves",
+    "key_range",
+    "btree_key_range",
+    "btree_range_params",
+    "begin_heap_fetch_stream",
+    "ReturnedRows",
+]
 
 _DIGEST_KEY = seed_words(0x54494453)
 _M64 = 0xFFFFFFFFFFFFFFFF
@@ -99,6 +119,17 @@ def key_range(total: int, key_start: float, selectivity: float) -> tuple[int, in
     return lo, hi
 
 
+def btree_key_range(
+    ctx: ScanContext, rel: Relation, index: str | None, key_start: float, selectivity: float
+) -> tuple[Relation, BTreeContent, int, int]:
+    """The btree a range scan of ``rel`` uses (``find_index``), its content, and ranks ``[lo, hi)``."""
+    irel = find_index(ctx, rel, index, "btree")
+    bt = irel.content
+    assert isinstance(bt, BTreeContent)
+    lo, hi = key_range(bt.entries.total, key_start, selectivity)
+    return irel, bt, lo, hi
+
+
 def btree_range_leaves(
     backend: Backend,
     index: Relation,
@@ -139,3 +170,96 @@ def btree_range_leaves(
         if pos >= bt.nleaves or bt.leaf_ranks(pos)[0] >= hi:
             return
         buf = read(bt.leaf_block(pos))
+
+
+def btree_range_params(*own: ScanParam) -> tuple[ScanParam, ...]:
+    """The parameters of a scan of a btree key range, with the node's ``own`` before the last two.
+
+    ``index``, ``key_start`` and ``selectivity`` choose the range, ``metapage_cached`` and
+    ``limit`` come last (the order ``--help`` lists them in).
+    """
+    return (
+        ScanParam("index", str, None, "btree index name (default: the table's first btree)"),
+        ScanParam(
+            "key_start",
+            float,
+            0.0,
+            "start of the key range, as a fraction of the keys",
+            minimum=0.0,
+            maximum=1.0,
+        ),
+        ScanParam("selectivity", float, 0.01, "fraction of the keys in the range", minimum=0.0, maximum=1.0),
+        *own,
+        ScanParam("metapage_cached", bool, True, "the backend's relcache already holds the btree metapage"),
+        ScanParam("limit", int, None, "stop after this many rows (LIMIT)", minimum=0),
+    )
+
+
+def begin_heap_fetch_stream(ctx: ScanContext, rel: Relation, callback: Callable[[Any, Any], Any]) -> Any:
+    """Start (and track) the heap read stream of a TID-driven fetch.
+
+    ``callback`` returns ``(block, per-buffer data)`` or ``InvalidBlockNumber``. Flags
+    ``DEFAULT | USE_BATCHING`` and no strategy, whatever the table's size: neither
+    ``bitmapheap_stream_read_next`` nor the index-prefetch prototype uses a ring.
+    """
+    from .. import begin_stream
+
+    return ctx.track_stream(
+        begin_stream(
+            ctx.backend,
+            rel,
+            callback,
+            None,
+            flags=READ_STREAM_DEFAULT | READ_STREAM_USE_BATCHING,
+            per_buffer_data=True,
+        )
+    )
+
+
+class ReturnedRows:
+    """The rows a heap-fetching executor node returns, and the slot pin of the last one.
+
+    ``ExecStoreBufferHeapTuple`` pins the page of the row the slot holds, so between pages the
+    page of the last row returned stays pinned besides the scan's own buffer; the pin moves only
+    when a page yields a row. ``limit`` is the query's ``LIMIT`` (``None``: none).
+    """
+
+    __slots__ = ("_backend", "limit", "rows", "digest", "slot", "limited")
+
+    def __init__(self, backend: Backend, limit: int | None) -> None:
+        self._backend = backend
+        self.limit = limit
+        self.rows = 0
+        self.digest = TidDigest()
+        self.slot = -1  # the buffer the slot pins, -1 for none
+        self.limited = False  # the LIMIT stopped the scan
+
+    def take(self, buf: int, block: int, candidates: npt.NDArray[Any], live: npt.NDArray[Any]) -> bool:
+        """Return the live tuples among ``candidates`` of page ``block`` (held in ``buf``).
+
+        Returns True when the ``LIMIT`` is reached: the node stops asking for pages.
+        """
+        taken = candidates[np.isin(candidates, live)]
+        if self.limit is not None:
+            taken = taken[: max(0, self.limit - self.rows)]
+        if taken.size:
+            if self.slot != buf:
+                if self.slot >= 0:
+                    self._backend.release_buffer(self.slot)
+                self.slot = buf
+                self._backend.incr_buffer_refcount(buf)
+            self.digest.add(block, taken)
+            self.rows += int(taken.size)
+        if self.limit is not None and self.rows >= self.limit:
+            self.limited = True
+        return self.limited
+
+    def end_scan(self, buf: int, stream: Any | None) -> None:
+        """The end of the scan: the held scan buffer, then the stream (drained), then the slot."""
+        be = self._backend
+        if buf >= 0:
+            be.release_buffer(buf)
+        if stream is not None:
+            stream.end()
+        if self.slot >= 0:
+            be.release_buffer(self.slot)

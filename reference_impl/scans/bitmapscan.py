@@ -33,10 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from ..read_stream import READ_STREAM_DEFAULT, READ_STREAM_USE_BATCHING
 from ..relations.btree import BTreeContent
 from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
-from ._heapfetch import TidDigest, btree_range_leaves, find_index, key_range
+from ._heapfetch import (
+    ReturnedRows,
+    begin_heap_fetch_stream,
+    btree_key_range,
+    btree_range_leaves,
+    btree_range_params,
+)
 from ._tidbitmap import TBMIterateResult, TIDBitmap
 from .base import ScanContext, ScanParam, register_scan
 
@@ -110,22 +115,10 @@ class _PrefetchState:
     "(heapam_handler.c), after MultiExecBitmapIndexScan → btgetbitmap (nbtree.c)",
     description="bitmap heap scan of a btree key range: streamed = PostgreSQL 18 (heap read stream, "
     "iterator result as per-buffer data); unstreamed = PostgreSQL 17 (ReadBuffer per page + prefetch advice)",
-    params=(
-        ScanParam("index", str, None, "btree index name (default: the table's first btree)"),
-        ScanParam(
-            "key_start",
-            float,
-            0.0,
-            "start of the key range, as a fraction of the keys",
-            minimum=0.0,
-            maximum=1.0,
-        ),
-        ScanParam("selectivity", float, 0.01, "fraction of the keys in the range", minimum=0.0, maximum=1.0),
+    params=btree_range_params(
         ScanParam(
             "work_mem_kb", int, 4096, "work_mem for the TID bitmap (kB)", minimum=64, maximum=2147483647
         ),
-        ScanParam("metapage_cached", bool, True, "the backend's relcache already holds the btree metapage"),
-        ScanParam("limit", int, None, "stop after this many rows (LIMIT)", minimum=0),
     ),
 )
 def bitmapscan(
@@ -140,13 +133,8 @@ def bitmapscan(
     metapage_cached: bool = True,
     limit: int | None = None,
 ) -> dict[str, Any]:
-    from .. import begin_stream
-
     be = ctx.backend
-    irel = find_index(ctx, rel, index, "btree")
-    bt = irel.content
-    assert isinstance(bt, BTreeContent)
-    lo, hi = key_range(bt.entries.total, key_start, selectivity)
+    irel, _, lo, hi = btree_key_range(ctx, rel, index, key_start, selectivity)
     index_pages: list[int] = []
     tbm, matches = build_bitmap(
         ctx, irel, lo, hi, work_mem_kb=work_mem_kb, metapage_cached=metapage_cached, index_pages=index_pages
@@ -164,25 +152,15 @@ def bitmapscan(
     prefetch: _PrefetchState | None = None
     block_list = [r.blockno for r in results]
     if streamed:
-        stream = ctx.track_stream(
-            begin_stream(
-                be,
-                rel,
-                callback,
-                None,
-                flags=READ_STREAM_DEFAULT | READ_STREAM_USE_BATCHING,
-                per_buffer_data=True,
-            )
-        )
+        stream = begin_heap_fetch_stream(ctx, rel, callback)
     else:
         eic = rel.tablespace_eic if rel.tablespace_eic is not None else be.settings.effective_io_concurrency
         if eic > 0:
             prefetch = _PrefetchState(eic)
-    digest = TidDigest()
-    rows = exact = lossy = 0
+    returned = ReturnedRows(be, limit)
+    exact = lossy = 0
     visited: list[int] = []
-    cbuf = slot = -1
-    stopped = False
+    cbuf = -1
     pos = 0
     while True:
         if cbuf >= 0:
@@ -219,35 +197,18 @@ def bitmapscan(
             exact += 1
             cand = np.asarray(res.offsets, dtype=np.int64)
             ctx.process_page(len(cand))
-        taken = cand[np.isin(cand, live)]
-        if limit is not None:
-            taken = taken[: max(0, limit - rows)]
-        if taken.size:
-            if slot != cbuf:
-                if slot >= 0:
-                    be.release_buffer(slot)
-                slot = cbuf
-                be.incr_buffer_refcount(cbuf)
-            digest.add(block, taken)
-            rows += int(taken.size)
-        if limit is not None and rows >= limit:
-            stopped = True
+        if returned.take(cbuf, block, cand, live):
             break
     # heap_endscan: the scan buffer, then the stream (drain); the slot is cleared afterwards.
-    if cbuf >= 0:
-        be.release_buffer(cbuf)
-    if stream is not None:
-        stream.end()
-    if slot >= 0:
-        be.release_buffer(slot)
+    returned.end_scan(cbuf, stream)
     return {
-        "rows": rows,
-        "tid_digest": digest.value,
+        "rows": returned.rows,
+        "tid_digest": returned.digest.value,
         "heap_pages": len(visited),
         "exact_pages": exact,
         "lossy_pages": lossy,
         "index_pages": index_pages,
         "blocks": visited,
         "key_range": [lo, hi],
-        "limited": stopped,
+        "limited": returned.limited,
     }

@@ -27,11 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from ..read_stream import READ_STREAM_DEFAULT, READ_STREAM_USE_BATCHING
 from ..relations.btree import BTreeContent
 from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
-from ._heapfetch import TidDigest, btree_range_leaves, find_index, key_range
-from .base import ScanContext, ScanParam, register_scan
+from ._heapfetch import (
+    ReturnedRows,
+    begin_heap_fetch_stream,
+    btree_key_range,
+    btree_range_leaves,
+    btree_range_params,
+)
+from .base import ScanContext, register_scan
 
 __all__ = ["indexscan"]
 
@@ -66,20 +71,7 @@ def _heap_runs(bt: BTreeContent, leaves: Iterator[np.ndarray]) -> Iterator[tuple
     "with btgettuple (nbtree.c)",
     description="index scan heap fetches: unstreamed = PostgreSQL 18 (ReleaseAndReadBuffer, one-block reads); "
     "streamed = prototype (the index's TID order as the stream callback)",
-    params=(
-        ScanParam("index", str, None, "btree index name (default: the table's first btree)"),
-        ScanParam(
-            "key_start",
-            float,
-            0.0,
-            "start of the key range, as a fraction of the keys",
-            minimum=0.0,
-            maximum=1.0,
-        ),
-        ScanParam("selectivity", float, 0.01, "fraction of the keys in the range", minimum=0.0, maximum=1.0),
-        ScanParam("metapage_cached", bool, True, "the backend's relcache already holds the btree metapage"),
-        ScanParam("limit", int, None, "stop after this many rows (LIMIT)", minimum=0),
-    ),
+    params=btree_range_params(),
 )
 def indexscan(
     ctx: ScanContext,
@@ -92,13 +84,8 @@ def indexscan(
     metapage_cached: bool = True,
     limit: int | None = None,
 ) -> dict[str, Any]:
-    from .. import begin_stream
-
     be = ctx.backend
-    irel = find_index(ctx, rel, index, "btree")
-    bt = irel.content
-    assert isinstance(bt, BTreeContent)
-    lo, hi = key_range(bt.entries.total, key_start, selectivity)
+    irel, bt, lo, hi = btree_key_range(ctx, rel, index, key_start, selectivity)
     index_pages: list[int] = []
     leaves = btree_range_leaves(be, irel, lo, hi, metapage_cached=metapage_cached, pages_read=index_pages)
     runs = _heap_runs(bt, leaves)
@@ -110,21 +97,10 @@ def indexscan(
             run = next(runs, None)
             return InvalidBlockNumber if run is None else run
 
-        stream = ctx.track_stream(
-            begin_stream(
-                be,
-                rel,
-                callback,
-                None,
-                flags=READ_STREAM_DEFAULT | READ_STREAM_USE_BATCHING,
-                per_buffer_data=True,
-            )
-        )
-    digest = TidDigest()
-    rows = 0
+        stream = begin_heap_fetch_stream(ctx, rel, callback)
+    returned = ReturnedRows(be, limit)
     fetched: list[int] = []
-    cbuf = slot = -1
-    stopped = False
+    cbuf = -1
     while True:
         if stream is not None:
             # The prototype hands each heap block over with its run: the held buffer is released
@@ -149,35 +125,18 @@ def indexscan(
         page = content.page(ForkNumber.MAIN, block) if content is not None else None
         live = page.live_offsets if page is not None else np.ones(1, dtype=np.uint16)
         ctx.process_page(len(offsets))
-        taken = offsets[np.isin(offsets, live)]
-        if limit is not None:
-            taken = taken[: max(0, limit - rows)]
-        if taken.size:
-            if slot != cbuf:
-                if slot >= 0:
-                    be.release_buffer(slot)
-                slot = cbuf
-                be.incr_buffer_refcount(cbuf)
-            digest.add(block, taken)
-            rows += int(taken.size)
-        if limit is not None and rows >= limit:
-            stopped = True
+        if returned.take(cbuf, block, offsets, live):
             break
     # index_endscan: the heap fetch's buffer, then (prototype) the stream; then the slot.
-    if cbuf >= 0:
-        be.release_buffer(cbuf)
-    if stream is not None:
-        stream.end()
-    if slot >= 0:
-        be.release_buffer(slot)
+    returned.end_scan(cbuf, stream)
     # Index pages read are I/O, not the answer: the streamed prototype consumes the index ahead
     # of the heap fetches, so after a LIMIT it may have read further leaves.
     ctx.notes["index_pages"] = index_pages
     return {
-        "rows": rows,
-        "tid_digest": digest.value,
+        "rows": returned.rows,
+        "tid_digest": returned.digest.value,
         "heap_fetches": len(fetched),
         "blocks": fetched,
         "key_range": [lo, hi],
-        "limited": stopped,
+        "limited": returned.limited,
     }
