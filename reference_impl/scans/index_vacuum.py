@@ -602,6 +602,30 @@ def _answer(stats: IndexBulkDeleteResult | None) -> dict[str, Any]:
     return stats.as_dict() if stats is not None else {}
 
 
+def _bulkdelete_then_cleanup(
+    ctx: ScanContext,
+    index: Relation,
+    kind: str,
+    *,
+    streamed: bool,
+    buffer_usage_limit: int | None,
+    opts: IndexVacuumOptions,
+) -> dict[str, Any]:
+    """One index's part of a VACUUM, run alone: ``ambulkdelete`` then ``amvacuumcleanup``.
+
+    The dead TIDs are those phase I would collect from the heap ``index`` (which must be a
+    ``kind`` index) is built on; both calls use the VACUUM ring and one cost-based-delay session,
+    as VACUUM's index vacuuming and final index cleanup do (``lazy_vacuum_one_index``,
+    ``lazy_cleanup_one_index``). The registered scans differ only in ``kind`` and ``opts``.
+    """
+    dead, strategy = _standalone(ctx, index, kind, buffer_usage_limit)
+    begin_vacuum_cost(ctx.backend)
+    bulk = index_bulkdelete(ctx, index, dead, None, strategy, streamed, opts)
+    stats = index_vacuumcleanup(ctx, index, bulk, strategy, streamed, opts)
+    end_vacuum_cost(ctx.backend)
+    return _answer(stats)
+
+
 @register_scan(
     "btvacuumscan",
     models="btbulkdelete → btvacuumscan → btvacuumpage, then btvacuumcleanup (nbtree.c)",
@@ -612,13 +636,9 @@ def _answer(stats: IndexBulkDeleteResult | None) -> dict[str, Any]:
 def btvacuumscan(
     ctx: ScanContext, rel: Relation, *, streamed: bool, buffer_usage_limit: int | None = None
 ) -> dict[str, Any]:
-    dead, strategy = _standalone(ctx, rel, "btree", buffer_usage_limit)
-    begin_vacuum_cost(ctx.backend)
-    opts = IndexVacuumOptions()
-    bulk = index_bulkdelete(ctx, rel, dead, None, strategy, streamed, opts)
-    stats = index_vacuumcleanup(ctx, rel, bulk, strategy, streamed, opts)
-    end_vacuum_cost(ctx.backend)
-    return _answer(stats)
+    return _bulkdelete_then_cleanup(
+        ctx, rel, "btree", streamed=streamed, buffer_usage_limit=buffer_usage_limit, opts=IndexVacuumOptions()
+    )
 
 
 @register_scan(
@@ -642,13 +662,11 @@ def hashbulkdelete(
     buffer_usage_limit: int | None = None,
     hash_metapage_cached: bool = False,
 ) -> dict[str, Any]:
-    dead, strategy = _standalone(ctx, rel, "hash", buffer_usage_limit)
-    begin_vacuum_cost(ctx.backend)
+    # Run alone, streamed means the streamify thread's patch; inside VACUUM it is the hash_stream option.
     opts = IndexVacuumOptions(hash_stream=True, hash_metapage_cached=hash_metapage_cached)
-    bulk = index_bulkdelete(ctx, rel, dead, None, strategy, streamed, opts)
-    stats = index_vacuumcleanup(ctx, rel, bulk, strategy, streamed, opts)
-    end_vacuum_cost(ctx.backend)
-    return _answer(stats)
+    return _bulkdelete_then_cleanup(
+        ctx, rel, "hash", streamed=streamed, buffer_usage_limit=buffer_usage_limit, opts=opts
+    )
 
 
 @register_scan(
@@ -662,10 +680,6 @@ def hashbulkdelete(
 def gistvacuumscan(
     ctx: ScanContext, rel: Relation, *, streamed: bool, buffer_usage_limit: int | None = None
 ) -> dict[str, Any]:
-    dead, strategy = _standalone(ctx, rel, "gist", buffer_usage_limit)
-    begin_vacuum_cost(ctx.backend)
-    opts = IndexVacuumOptions()
-    bulk = index_bulkdelete(ctx, rel, dead, None, strategy, streamed, opts)
-    stats = index_vacuumcleanup(ctx, rel, bulk, strategy, streamed, opts)
-    end_vacuum_cost(ctx.backend)
-    return _answer(stats)
+    return _bulkdelete_then_cleanup(
+        ctx, rel, "gist", streamed=streamed, buffer_usage_limit=buffer_usage_limit, opts=IndexVacuumOptions()
+    )
