@@ -90,6 +90,21 @@ def prewarm_range(
     return forknum, first, last
 
 
+def _answer(blocks_done: int, forknum: ForkNumber, first: int, last: int, **extra: int) -> dict[str, Any]:
+    """What every mode answers, in this key order.
+
+    The number of blocks handled (the C function's result), the mode's own counts (``extra``),
+    then the fork and the range as checked.
+    """
+    return {
+        "blocks": blocks_done,
+        **extra,
+        "fork": FORK_NAMES[forknum],
+        "first_block": first,
+        "last_block": last,
+    }
+
+
 @register_scan(
     "pg_prewarm",
     models="pg_prewarm(rel, 'buffer', fork, first, last) (contrib/pg_prewarm/pg_prewarm.c)",
@@ -140,7 +155,7 @@ def pg_prewarm(
             be.release_buffer(buf)
             ctx.visit(block)
             blocks_done += 1
-    return {"blocks": blocks_done, "fork": FORK_NAMES[forknum], "first_block": first, "last_block": last}
+    return _answer(blocks_done, forknum, first, last)
 
 
 @register_scan(
@@ -179,7 +194,7 @@ def pg_prewarm_read(
             raise out.error
         ctx.visit(block)
         blocks_done += 1
-    return {"blocks": blocks_done, "fork": FORK_NAMES[forknum], "first_block": first, "last_block": last}
+    return _answer(blocks_done, forknum, first, last)
 
 
 @register_scan(
@@ -211,10 +226,4 @@ def pg_prewarm_prefetch(
             advised += 1
         ctx.visit(block)
         blocks_done += 1
-    return {
-        "blocks": blocks_done,
-        "advised": advised,
-        "fork": FORK_NAMES[forknum],
-        "first_block": first,
-        "last_block": last,
-    }
+    return _answer(blocks_done, forknum, first, last, advised=advised)
