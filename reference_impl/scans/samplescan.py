@@ -57,6 +57,7 @@ import numpy as np
 
 from ..read_stream import READ_STREAM_DEFAULT, READ_STREAM_SEQUENTIAL, READ_STREAM_USE_BATCHING
 from ..sampling import (
+    SampleScanSwitches,
     SystemRowsSampler,
     SystemTimeSampler,
     bernoulli_cutoff,
@@ -161,6 +162,36 @@ class SampleHeapScan(HeapScan):
         if self._on_block is not None:
             self._on_block(stream, block)
         return block
+
+
+def _begin_sample_scan(
+    ctx: ScanContext,
+    rel: Relation,
+    switches: SampleScanSwitches,
+    *,
+    streamed: bool,
+    next_block: Callable[[int], int] | None,
+    on_block: Callable[[Any, int], None] | None = None,
+) -> SampleHeapScan:
+    """``table_beginscan_sampling``: a sample scan with its method's switches.
+
+    ``BeginSampleScan`` chose them: whether the scan may use the BULKREAD strategy and
+    synchronized scanning (each still only on a large enough table, ``HeapScan`` decides).
+    """
+    return SampleHeapScan(
+        ctx,
+        rel,
+        streamed=streamed,
+        next_block=next_block,
+        use_bulkread=switches.use_bulkread,
+        allow_sync=switches.allow_sync,
+        on_block=on_block,
+    )
+
+
+def _every_live(block: int, maxoff: int, live: np.ndarray) -> np.ndarray:
+    """The tuple choice of SYSTEM, SYSTEM_ROWS and SYSTEM_TIME: every live tuple of a chosen block."""
+    return live
 
 
 def _page_tuples(rel: Relation, block: int) -> tuple[int, np.ndarray]:
@@ -273,15 +304,8 @@ def tablesample_system(
 ) -> dict[str, Any]:
     s = _seed_of(repeatable_seed, seed)
     sw = sample_method_switches("system", sample_percent)
-    scan = SampleHeapScan(
-        ctx,
-        rel,
-        streamed=streamed,
-        next_block=_SystemBlocks(sample_percent, s),
-        use_bulkread=sw.use_bulkread,
-        allow_sync=sw.allow_sync,
-    )
-    out = _run(ctx, rel, scan, choose=lambda b, m, live: live, pagemode=sw.use_pagemode, limit=limit)
+    scan = _begin_sample_scan(ctx, rel, sw, streamed=streamed, next_block=_SystemBlocks(sample_percent, s))
+    out = _run(ctx, rel, scan, choose=_every_live, pagemode=sw.use_pagemode, limit=limit)
     out["seed"] = s
     return out
 
@@ -318,9 +342,7 @@ def tablesample_bernoulli(
     cutoff = bernoulli_cutoff(sample_percent)
     if sync_location is not None:
         sync_scan_table(ctx.instance).report_location(rel.relid, sync_location - sync_location % 16)
-    scan = SampleHeapScan(
-        ctx, rel, streamed=streamed, next_block=None, use_bulkread=sw.use_bulkread, allow_sync=sw.allow_sync
-    )
+    scan = _begin_sample_scan(ctx, rel, sw, streamed=streamed, next_block=None)
 
     def choose(block: int, maxoff: int, live: np.ndarray) -> np.ndarray:
         if cutoff > _U32:
@@ -362,20 +384,13 @@ def tablesample_system_rows(
     def next_block(nblocks: int) -> int:
         return sampler.next_block(nblocks, done[0])
 
-    scan = SampleHeapScan(
-        ctx,
-        rel,
-        streamed=streamed,
-        next_block=next_block,
-        use_bulkread=sw.use_bulkread,
-        allow_sync=sw.allow_sync,
-    )
+    scan = _begin_sample_scan(ctx, rel, sw, streamed=streamed, next_block=next_block)
 
     out = _run(
         ctx,
         rel,
         scan,
-        choose=lambda b, m, live: live,
+        choose=_every_live,
         pagemode=sw.use_pagemode,
         limit=limit,
         donetuples=done,
@@ -428,15 +443,7 @@ def tablesample_system_time(
             if stream is not None:
                 state["queued"] = stream.pinned_buffers + stream.pending_read_nblocks
 
-    scan = SampleHeapScan(
-        ctx,
-        rel,
-        streamed=streamed,
-        next_block=next_block,
-        use_bulkread=sw.use_bulkread,
-        allow_sync=sw.allow_sync,
-        on_block=on_block,
-    )
+    scan = _begin_sample_scan(ctx, rel, sw, streamed=streamed, next_block=next_block, on_block=on_block)
 
     def on_visit(block: int) -> None:
         if state["start"] is not None and clock.now >= system_time_deadline(state["start"], time_ms):
@@ -446,7 +453,7 @@ def tablesample_system_time(
         ctx,
         rel,
         scan,
-        choose=lambda b, m, live: live,
+        choose=_every_live,
         pagemode=sw.use_pagemode,
         limit=limit,
         on_visit=on_visit,

@@ -48,9 +48,11 @@ VACUUM (a second run sees the same dead tuples); truncation does shrink the fork
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..buffers.bufmgr import Backend
 from ..buffers.strategy import BufferAccessStrategy
 from ..read_stream import READ_STREAM_MAINTENANCE, READ_STREAM_USE_BATCHING
 from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
@@ -311,6 +313,30 @@ def _scan_heap_page(
     return vac.nindexes == 0 or not vac.do_index_vacuuming or lpdead == 0, ndeleted
 
 
+def _next_buffer(
+    be: Backend,
+    rel: Relation,
+    stream: Any | None,
+    callback: Callable[[Any, Any], Any],
+    strategy: BufferAccessStrategy | None,
+) -> tuple[int, Any]:
+    """A heap phase's next buffer and its per-buffer data; a negative buffer at the end.
+
+    Streamed, ``read_stream_next_buffer``. Unstreamed (PostgreSQL 16), the phase makes the same
+    block choice itself, synchronously: the stream's ``callback`` is called directly (it returns
+    ``(block, data)`` or ``InvalidBlockNumber``) and the block is read with one
+    ``ReadBufferExtended`` with the VACUUM's strategy. Phases I and III take their heap pages so.
+    """
+    if stream is not None:
+        buf, data = stream.next_buffer_with_data()
+        return buf, data
+    nxt = callback(None, None)
+    if nxt == InvalidBlockNumber:
+        return -1, None
+    block, data = nxt
+    return be.read_buffer(rel, block, ForkNumber.MAIN, strategy), data
+
+
 def _lazy_scan_heap(
     ctx: ScanContext,
     vac: _LVRelState,
@@ -352,16 +378,9 @@ def _lazy_scan_heap(
             _lazy_vacuum(ctx, vac, streamed, strategy, opts, indexes)
             fsm_vacuum_range(be, rel, next_fsm, blkno + 1)
             next_fsm = blkno
-        if stream is not None:
-            buf, blk_info = stream.next_buffer_with_data()
-            if buf < 0:
-                break
-        else:
-            nxt = callback(None, None)
-            if nxt == InvalidBlockNumber:
-                break
-            block, blk_info = nxt
-            buf = be.read_buffer(rel, block, ForkNumber.MAIN, strategy)
+        buf, blk_info = _next_buffer(be, rel, stream, callback, strategy)
+        if buf < 0:
+            break
         blkno = be.buffer_block(buf)
         record_now, ndeleted = _scan_heap_page(ctx, vac, buf, blkno, blk_info, vm, data_checksums)
         if record_now:
@@ -446,15 +465,9 @@ def _lazy_vacuum_heap_rel(
         ctx.track_stream(stream)
     while True:
         vacuum_delay_point(be)
-        if stream is not None:
-            buf, _ = stream.next_buffer_with_data()
-            if buf < 0:
-                break
-        else:
-            nxt = callback(None, None)
-            if nxt == InvalidBlockNumber:
-                break
-            buf = be.read_buffer(rel, nxt[0], ForkNumber.MAIN, strategy)
+        buf, _ = _next_buffer(be, rel, stream, callback, strategy)
+        if buf < 0:
+            break
         block = be.buffer_block(buf)
         vm.pin(block)
         page = vac.heap.page(block)
