@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from . import _cleanup
+from ._install import reachable_bindir
 from ._process import (
     _ensure_traversable,
     _kill_processes,
@@ -186,6 +187,7 @@ class _Cluster:
         stop_timeout: float,
     ) -> _Cluster:
         run_as = _run_as(os_user)
+        bindir = reachable_bindir(bindir, run_as)
         workdir = Path(workdir).expanduser().resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         run_dir = workdir / f"pg-{os.getpid()}-{_next_serial()}"
