@@ -26,7 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ._process import _RunAs
+from ._process import _ensure_traversable, _RunAs
 from .errors import PgStartupError
 
 __all__: list[str] = []
@@ -144,6 +144,9 @@ def _reachable_bindir(bindir: Path, run_as: _RunAs) -> Path:
             private.chmod(0o755)
             target = private / "install"
         _publish_copy(install, target)
+    # The temporary directory itself may sit behind a private directory (pytest's basetemp
+    # does); the harness opens the same path to its run directories.
+    _ensure_traversable(target)
     copied = target / _parts(install)[0][1] / bindir.name
     if not _runs_as(copied, run_as):
         raise PgStartupError(

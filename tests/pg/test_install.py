@@ -100,3 +100,17 @@ def test_a_foreign_directory_under_the_cache_name_is_not_used(private_install: P
     assert not bindir.is_relative_to(squatter)
     assert (bindir / "postgres").is_file()
     assert list((squatter / "bin").iterdir()) == []
+
+
+def test_a_temporary_directory_behind_a_private_one_is_opened(
+    private_install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pytest's own basetemp is mode 0700: a TMPDIR inside it must still serve the server's user.
+    closed = tmp_path / "closed"
+    (closed / "tmp").mkdir(parents=True)
+    closed.chmod(0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(closed / "tmp"))
+    monkeypatch.setattr(_install, "_answers", {})
+    run_as = _run_as(None)
+    bindir = _install.reachable_bindir(private_install / "bin", run_as)
+    assert bindir.is_relative_to(closed) and _install._runs_as(bindir, run_as)
