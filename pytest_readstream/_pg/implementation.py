@@ -39,7 +39,10 @@ Time is real (no ``virtual-time``); ``read_sizes``/``read_ranges`` are empty bec
 counts I/Os without naming them. The server starts lazily on the first scan, one per process, so
 pytest-xdist workers each run their own. If the postmaster dies, the first call raises
 :class:`~pytest_readstream._pg.errors.PgServerDied` after the harness killed what was left;
-inside a pytest run the implementation then ends the whole run with that one message.
+inside a pytest run the implementation then ends the whole run with that one message. A server
+that cannot be started or reached (``PgStartupError``, ``PgNotAvailable``) is treated the same
+way: one error, not the same failure again for every test. A ``bindir`` without ``initdb`` and
+``postgres`` is refused when the implementation is created, before any test runs.
 """
 
 from __future__ import annotations
@@ -56,12 +59,12 @@ import psycopg
 from psycopg import sql
 
 from ..protocol import ScanOutcome, ScanRequest
-from .errors import PgServerDied, PgSettingUnavailable
+from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
 from .observe import evict, measure, pinned_buffers
 from .relbuild import BuiltRelation, UnsupportedLayout, build_relation_on_server
 from .scanops import NOT_OFFERED, SERVER_VARIANTS, OpContext, ServerOp, server_op
 from .scratch import ScratchDatabase
-from .server import PgServer
+from .server import PgServer, build_bindir
 from .settings import ServerSettings, SessionSettings
 
 __all__ = ["PostgresImplementation", "server_settings_for", "session_settings_for"]
@@ -151,7 +154,8 @@ class PostgresImplementation:
         if dsn and bindir:
             raise ValueError("give either dsn (a running server) or bindir (a build to start), not both")
         self.dsn = dsn
-        self.bindir = bindir
+        # A wrong directory is a usage error, reported before any test runs.
+        self.bindir = str(build_bindir(bindir)) if bindir else None
         self.allow_nonempty = allow_nonempty
         self.verify_layouts = verify_layouts
         self.pytest_mode = pytest_mode
@@ -161,7 +165,8 @@ class PostgresImplementation:
         self._db: ScratchDatabase | None = None
         self._cache: dict[Any, BuiltRelation] = {}
         self._twins: dict[Any, BuiltRelation] = {}
-        self._died: PgServerDied | None = None
+        # Why the server cannot be used any more in this process (it died, or never started).
+        self._unusable: PgServerDied | PgStartupError | PgNotAvailable | None = None
         self._fixed: dict[str, str] = {}
         self.build_seconds = 0.0
         self.builds = 0
@@ -180,14 +185,12 @@ class PostgresImplementation:
 
     def run_scan(self, request: ScanRequest) -> ScanOutcome:
         """Run ``request`` on the server (see the module docstring)."""
-        if self._died is not None:
+        if self._unusable is not None:
             if self._in_pytest():
                 import pytest
 
-                pytest.skip(
-                    f"the PostgreSQL server died earlier in this run (pid {self._died.pid}); see the first failure"
-                )
-            raise self._died
+                pytest.skip(f"{self._unusable_summary()}; see the first failure")
+            raise self._unusable
         try:
             return self._run_scan(request)
         except (UnsupportedLayout, PgSettingUnavailable) as err:
@@ -196,8 +199,8 @@ class PostgresImplementation:
 
                 pytest.skip(f"a PostgreSQL server cannot run this request: {err}")
             raise
-        except PgServerDied as err:
-            self._died = err
+        except (PgServerDied, PgStartupError, PgNotAvailable) as err:
+            self._unusable = err
             self.close()
             if self._in_pytest() and "PYTEST_XDIST_WORKER" not in os.environ:
                 import pytest
@@ -207,6 +210,12 @@ class PostgresImplementation:
                 pytest.exit(f"readstream postgres implementation: {err}")
             raise
 
+    def _unusable_summary(self) -> str:
+        err = self._unusable
+        if isinstance(err, PgServerDied):
+            return f"the PostgreSQL server died earlier in this run (pid {err.pid})"
+        return "the PostgreSQL server could not be started or reached earlier in this run"
+
     def _in_pytest(self) -> bool:
         """Inside a pytest run: skip what a server cannot run, end the run when it dies."""
         return _under_pytest() if self.pytest_mode is None else self.pytest_mode
@@ -215,8 +224,8 @@ class PostgresImplementation:
     @property
     def server(self) -> PgServer:
         """The server (started or connected on first use)."""
-        if self._died is not None:
-            raise self._died
+        if self._unusable is not None:
+            raise self._unusable
         if self._server is None:
             if self.dsn:
                 self._server = PgServer.from_dsn(self.dsn, allow_nonempty=self.allow_nonempty)

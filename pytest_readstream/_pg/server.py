@@ -53,7 +53,7 @@ from .settings import ServerSettings
 if TYPE_CHECKING:
     from .scratch import ScratchDatabase
 
-__all__ = ["PgServer", "embedded_bindir"]
+__all__ = ["PgServer", "build_bindir", "embedded_bindir"]
 
 _MIN_VERSION_NUM = 180000
 
@@ -66,6 +66,24 @@ def _redacted(dsn: str) -> str:
     if "password" in params:
         params["password"] = "***"
     return _conninfo.make_conninfo("", **params)
+
+
+def build_bindir(bindir: str | os.PathLike[str]) -> Path:
+    """The ``bin`` directory of a user's build given as ``bindir`` or its installation prefix.
+
+    Raises :class:`PgNotAvailable` naming the directory when ``initdb`` or ``postgres`` is not
+    an executable there; cheap, so callers check it before anything starts.
+    """
+    path = Path(bindir).expanduser().resolve()
+    if (path / "bin" / "postgres").is_file():
+        path = path / "bin"
+    missing = [n for n in ("initdb", "postgres") if not os.access(path / n, os.X_OK)]
+    if missing:
+        raise PgNotAvailable(
+            f"bindir {path} lacks executable {', '.join(missing)}; give the directory that "
+            "holds initdb and postgres (a PostgreSQL 18 installation's bin/)"
+        )
+    return path
 
 
 class PgServer:
@@ -136,18 +154,9 @@ class PgServer:
         stop_timeout: float = 30.0,
     ) -> PgServer:
         """Start a fresh cluster from a user's own build (``bindir`` or its ``bin``)."""
-        path = Path(bindir).expanduser().resolve()
-        if (path / "bin" / "postgres").is_file():
-            path = path / "bin"
-        missing = [n for n in ("initdb", "postgres") if not os.access(path / n, os.X_OK)]
-        if missing:
-            raise PgNotAvailable(
-                f"bindir {path} lacks executable {', '.join(missing)}; give the directory that "
-                "holds initdb and postgres (a PostgreSQL 18 installation's bin/)"
-            )
         return cls._owned(
             "bindir",
-            path,
+            build_bindir(bindir),
             Path(workdir),
             settings,
             os_user,

@@ -532,3 +532,45 @@ def test_kill_helper_sees_processes() -> None:
     """The process lookup the death tests rely on finds this very process by its directory."""
     here = os.getcwd()
     assert any(p.pid == os.getpid() for p in _server_processes_under(here))
+
+
+# ------------------------------------------------------------------------------ no server at all
+
+_UNREACHABLE_DSN = "postgresql://nobody@127.0.0.1:1/none"  # port 1: refused at once
+
+
+def test_a_bindir_without_the_programs_is_refused_at_creation(tmp_path: Path) -> None:
+    with pytest.raises(PgNotAvailable, match=r"lacks executable initdb, postgres"):
+        PostgresImplementation(bindir=str(tmp_path))
+
+
+def test_an_unreachable_server_is_tried_once() -> None:
+    impl = PostgresImplementation(dsn=_UNREACHABLE_DSN, pytest_mode=False)
+    with pytest.raises(PgNotAvailable, match="cannot connect") as first:
+        impl.run_scan(ScanRequest("seqscan", relation=_SMALL))
+    with pytest.raises(PgNotAvailable) as again:
+        impl.run_scan(ScanRequest("seqscan", relation=_SMALL))
+    assert again.value is first.value
+    with pytest.raises(PgNotAvailable) as via_server:
+        impl.server  # noqa: B018
+    assert via_server.value is first.value
+
+
+def test_later_tests_skip_after_a_server_that_never_came() -> None:
+    impl = PostgresImplementation(dsn=_UNREACHABLE_DSN, pytest_mode=True)
+    impl._unusable = PgNotAvailable("cannot connect")
+    with pytest.raises(pytest.skip.Exception, match="could not be started or reached earlier"):
+        impl.run_scan(ScanRequest("seqscan", relation=_SMALL))
+
+
+def test_pytest_run_without_a_server_ends_with_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "test_kill.py").write_text(_KILL_TESTS)
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "no:randomly"]
+    args += ["--readstream-impl=postgres", f"--readstream-pg-dsn={_UNREACHABLE_DSN}", "test_kill.py"]
+    env = {**os.environ, "READSTREAM_TEST_PIDFILE": str(tmp_path / "pid")}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert out.count("Exit: readstream postgres implementation: cannot connect") == 1, out
+    assert "no tests ran" in out and proc.returncode == 2, out
