@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ModelUsageError, PinLeakError, QueryCanceled
+from ..errors import ModelUsageError, NoUnpinnedBuffers, PinLeakError, QueryCanceled
 from ..stats import BackendStats, ReadRecord
 from ..storage.relation import FORK_NAMES, RELSEG_SIZE, ForkNumber, Relation
 from .pool import (
@@ -44,7 +44,7 @@ from .pool import (
     BufferPool,
     InflightIO,
 )
-from .refcount import PrivateRefCount
+from .refcount import REFCOUNT_ARRAY_ENTRIES, PrivateRefCount
 from .strategy import BufferAccessStrategy, io_context_for_strategy
 
 if TYPE_CHECKING:
@@ -291,10 +291,7 @@ class Backend:
                 ):
                     self._unpin(buf)
                     continue
-                if needs_flush:
-                    self.cpu(self.costs.wal_flush_us)
-                    pool.wal_flushed_lsn = pool.wal_insert_lsn
-                self._flush_buffer(buf, context)
+                self._write_victim(buf, context)
             if f & BM_VALID:
                 if from_ring:
                     self.stats.io[context].reuses += 1
@@ -307,6 +304,15 @@ class Backend:
             pool.flags[buf] = 0
             pool.usage[buf] = 0
             return buf
+
+    def _write_victim(self, buf: int, context: str) -> None:
+        """``GetVictimBuffer`` on a dirty victim it keeps: flush WAL up to the page's LSN if
+        needed (``XLogFlush``), then write the page (``FlushBuffer``)."""
+        pool = self.pool
+        if pool.xlog_needs_flush(pool.page_lsn[buf]):
+            self.cpu(self.costs.wal_flush_us)
+            pool.wal_flushed_lsn = pool.wal_insert_lsn
+        self._flush_buffer(buf, context)
 
     def _flush_buffer(self, buf: int, context: str) -> None:
         """``FlushBuffer``: write a dirty page synchronously before reusing its slot."""
@@ -404,6 +410,15 @@ class Backend:
         ``buffers[index:index+nblocks]`` holds ``INVALID_BUFFER`` or buffers forwarded by the
         previous call; on return it holds the pinned buffers, including forwarded ones past the
         accepted count.
+
+        The blocks are pinned in one loop (``PinBufferForBlock`` for each, in order). A block not
+        in the pool, the common case of a cold scan, is handled inline: the private refcount
+        entry is reserved (``ReservePrivateRefCountEntry``), a victim comes from the clock sweep
+        (``GetVictimBuffer`` → ``StrategyGetBuffer``) and takes the reserved entry
+        (``PinBuffer_Locked``), and the block is mapped to it (``BufferAlloc``). These are the
+        same steps, on the same state and in the same order, as :meth:`pin_buffer_for_block`
+        and :meth:`_get_victim_buffer`, which the uncommon cases still call: a buffer found in
+        the mapping table, a ring, a non-empty free list, a dirty victim.
         """
         if not 1 <= nblocks <= 128:
             raise ModelUsageError(f"StartReadBuffers nblocks {nblocks} is out of range 1..128")
@@ -416,8 +431,20 @@ class Backend:
             relstats = op.relstats = self.stats.relation(rel.name)
         pool = self.pool
         pool_flags = pool.flags
+        pool_tag = pool.tag
+        usage = pool.usage
+        refcount = pool.refcount
         mapping = pool.mapping
+        mapping_get = mapping.get
+        freelist = pool.freelist
+        comps = pool._completions
+        clock = self.clock
         refs = self.refs
+        arr_buf = refs.arr_buf
+        arr_cnt = refs.arr_cnt
+        pos = refs.pos
+        ctx_stats = self.stats.io[context]
+        nbuffers = pool.nbuffers
         tag = rel._tag_bases[fork] + blocknum
         actual = nblocks
         hits = misses = 0
@@ -425,25 +452,87 @@ class Backend:
         while i < actual:
             b = buffers[index + i]
             if allow_forwarding and b != INVALID_BUFFER:
-                if pool._completions and pool._completions[0][0] <= self.clock.now:
+                if comps and comps[0][0] <= clock.now:
                     pool.poll()
                 found = bool(pool_flags[b] & BM_VALID)
             else:
-                # PinBufferForBlock, inlined for the common case of a block not in the pool.
-                if refs.reserved < 0:
-                    refs.reserve()
-                mapped = mapping.get(tag + i)
-                if mapped is None:
+                # PinBufferForBlock. ReservePrivateRefCountEntry first: with the array full
+                # (a stream's usual state), the entry under the array's clock moves to the hash.
+                slot = refs.reserved
+                if slot < 0:
+                    if len(pos) < REFCOUNT_ARRAY_ENTRIES:
+                        refs.reserve()
+                    else:
+                        slot = refs.clock % REFCOUNT_ARRAY_ENTRIES
+                        refs.clock += 1
+                        pushed = arr_buf[slot]
+                        refs.ovf[pushed] = arr_cnt[slot]
+                        del pos[pushed]
+                        arr_buf[slot] = -1
+                        arr_cnt[slot] = 0
+                        refs.reserved = slot
+                t = tag + i
+                mapped = mapping_get(t)
+                if mapped is not None:
+                    b = mapped
+                    found = self._pin_mapped(b, strategy, context, relstats)
+                elif strategy is not None or freelist:
                     b = self._get_victim_buffer(strategy, context)
-                    mapping[tag + i] = b
-                    pool.tag[b] = tag + i
+                    mapping[t] = b
+                    pool_tag[b] = t
                     pool_flags[b] = 0
-                    pool.usage[b] = 1
+                    usage[b] = 1
                     relstats.blks_fetched += 1
                     found = False
                 else:
-                    b = mapped
-                    found = self._pin_mapped(b, strategy, context, relstats)
+                    # GetVictimBuffer without a ring and with the free list used up: the clock
+                    # sweep (StrategyGetBuffer) decrements usage counts of unpinned buffers until
+                    # it finds one at zero, exactly as BufferPool.get_buffer_outside_ring does.
+                    if comps and comps[0][0] <= clock.now:
+                        pool.poll()
+                    pool.num_allocs += 1
+                    victim = pool.next_victim
+                    trycounter = nbuffers
+                    while True:
+                        b = victim
+                        victim += 1
+                        if victim >= nbuffers:
+                            victim = 0
+                            pool.complete_passes += 1
+                        if refcount[b] == 0:
+                            u = usage[b]
+                            if not u:
+                                break
+                            usage[b] = u - 1
+                            trycounter = nbuffers
+                        else:
+                            trycounter -= 1
+                            if trycounter == 0:
+                                pool.next_victim = victim
+                                raise NoUnpinnedBuffers()
+                    pool.next_victim = victim
+                    # PinBuffer_Locked: the reserved private entry takes the buffer.
+                    slot = refs.reserved
+                    refs.reserved = -1
+                    arr_buf[slot] = b
+                    arr_cnt[slot] = 1
+                    pos[b] = slot
+                    refcount[b] += 1
+                    f = pool_flags[b]
+                    if f & BM_DIRTY:
+                        self._write_victim(b, context)
+                    if f & BM_VALID:
+                        ctx_stats.evictions += 1
+                    old = pool_tag[b]
+                    if old >= 0:
+                        del mapping[old]
+                    # BufferAlloc: the victim now holds the block (flags cleared, usage 1).
+                    mapping[t] = b
+                    pool_tag[b] = t
+                    pool_flags[b] = 0
+                    usage[b] = 1
+                    relstats.blks_fetched += 1
+                    found = False
                 buffers[index + i] = b
                 if found:
                     hits += 1
