@@ -346,6 +346,17 @@ class Backend:
             refs.reserved = i
             self.pool.refcount[buf] -= 1
             return
+        # The entry is in the hash table (a stream holding more than 8 pins keeps most of them
+        # there): PrivateRefCount.unpin's other half, inlined.
+        ovf = refs.ovf
+        hashed = ovf.get(buf)
+        if hashed is not None:
+            if hashed > 1:
+                ovf[buf] = hashed - 1
+                return
+            del ovf[buf]
+            self.pool.refcount[buf] -= 1
+            return
         if buf < 0:
             raise ModelUsageError(f"ReleaseBuffer of invalid buffer {buf}")
         if refs.unpin(buf):
@@ -412,13 +423,15 @@ class Backend:
         accepted count.
 
         The blocks are pinned in one loop (``PinBufferForBlock`` for each, in order). A block not
-        in the pool, the common case of a cold scan, is handled inline: the private refcount
-        entry is reserved (``ReservePrivateRefCountEntry``), a victim comes from the clock sweep
-        (``GetVictimBuffer`` → ``StrategyGetBuffer``) and takes the reserved entry
-        (``PinBuffer_Locked``), and the block is mapped to it (``BufferAlloc``). These are the
-        same steps, on the same state and in the same order, as :meth:`pin_buffer_for_block`
-        and :meth:`_get_victim_buffer`, which the uncommon cases still call: a buffer found in
-        the mapping table, a ring, a non-empty free list, a dirty victim.
+        in the pool, the common case of a cold scan, is handled inline when there is no ring and
+        the free list is used up: a victim comes from the clock sweep (``GetVictimBuffer`` →
+        ``StrategyGetBuffer``), takes a private refcount entry (``ReservePrivateRefCountEntry``,
+        ``PinBuffer_Locked``), and the block is mapped to it (``BufferAlloc``). These are the
+        steps of :meth:`pin_buffer_for_block` and :meth:`_get_victim_buffer` on the same state
+        with the same results (only the reservation moves from before the mapping lookup to the
+        pin, as nothing in between reads the private counts); the other cases still call them:
+        a buffer found in the mapping table, a ring, a non-empty free list. A dirty victim is
+        written through :meth:`_write_victim`, as :meth:`_get_victim_buffer` does.
         """
         if not 1 <= nblocks <= 128:
             raise ModelUsageError(f"StartReadBuffers nblocks {nblocks} is out of range 1..128")
@@ -443,9 +456,16 @@ class Backend:
         arr_buf = refs.arr_buf
         arr_cnt = refs.arr_cnt
         pos = refs.pos
+        ovf = refs.ovf
         ctx_stats = self.stats.io[context]
         nbuffers = pool.nbuffers
         tag = rel._tag_bases[fork] + blocknum
+        plain = strategy is None
+        # Reads due for completion are completed before a victim is chosen (as GetVictimBuffer
+        # does through BufferPool.poll). Only a call can move the clock or queue a completion, so
+        # the next completion time and the time are re-read after each call.
+        now = clock.now
+        due = comps[0][0] if comps else now + 1
         actual = nblocks
         hits = misses = 0
         i = 0
@@ -456,50 +476,29 @@ class Backend:
                     pool.poll()
                 found = bool(pool_flags[b] & BM_VALID)
             else:
-                # PinBufferForBlock. ReservePrivateRefCountEntry first: with the array full
-                # (a stream's usual state), the entry under the array's clock moves to the hash.
-                slot = refs.reserved
-                if slot < 0:
-                    if len(pos) < REFCOUNT_ARRAY_ENTRIES:
-                        refs.reserve()
-                    else:
-                        slot = refs.clock % REFCOUNT_ARRAY_ENTRIES
-                        refs.clock += 1
-                        pushed = arr_buf[slot]
-                        refs.ovf[pushed] = arr_cnt[slot]
-                        del pos[pushed]
-                        arr_buf[slot] = -1
-                        arr_cnt[slot] = 0
-                        refs.reserved = slot
+                # PinBufferForBlock (BufferAlloc for a block not in the pool).
                 t = tag + i
                 mapped = mapping_get(t)
-                if mapped is not None:
-                    b = mapped
-                    found = self._pin_mapped(b, strategy, context, relstats)
-                elif strategy is not None or freelist:
-                    b = self._get_victim_buffer(strategy, context)
-                    mapping[t] = b
-                    pool_tag[b] = t
-                    pool_flags[b] = 0
-                    usage[b] = 1
-                    relstats.blks_fetched += 1
-                    found = False
-                else:
+                if mapped is None and plain and not freelist:
                     # GetVictimBuffer without a ring and with the free list used up: the clock
-                    # sweep (StrategyGetBuffer) decrements usage counts of unpinned buffers until
-                    # it finds one at zero, exactly as BufferPool.get_buffer_outside_ring does.
-                    if comps and comps[0][0] <= clock.now:
+                    # sweep (StrategyGetBuffer) decrements usage counts of unpinned buffers
+                    # until it finds one at zero, as BufferPool.get_buffer_outside_ring does.
+                    # PostgreSQL reserves the private refcount entry before the lookup; nothing
+                    # between reads the backend's private counts, so the model reserves when
+                    # it pins, below, and at once if the sweep fails.
+                    if due <= now:
                         pool.poll()
+                        due = comps[0][0] if comps else now + 1
                     pool.num_allocs += 1
                     victim = pool.next_victim
                     trycounter = nbuffers
                     while True:
                         b = victim
                         victim += 1
-                        if victim >= nbuffers:
+                        if victim == nbuffers:
                             victim = 0
                             pool.complete_passes += 1
-                        if refcount[b] == 0:
+                        if not refcount[b]:
                             u = usage[b]
                             if not u:
                                 break
@@ -507,20 +506,36 @@ class Backend:
                             trycounter = nbuffers
                         else:
                             trycounter -= 1
-                            if trycounter == 0:
+                            if not trycounter:
                                 pool.next_victim = victim
+                                refs.reserve()
                                 raise NoUnpinnedBuffers()
                     pool.next_victim = victim
-                    # PinBuffer_Locked: the reserved private entry takes the buffer.
+                    # ReservePrivateRefCountEntry, then PinBuffer_Locked: the reserved entry
+                    # takes the buffer. With the array full (a stream's usual state), the entry
+                    # under the array's clock first moves to the hash table.
                     slot = refs.reserved
-                    refs.reserved = -1
+                    if slot >= 0:
+                        refs.reserved = -1
+                    elif len(pos) < REFCOUNT_ARRAY_ENTRIES:
+                        refs.reserve()
+                        slot = refs.reserved
+                        refs.reserved = -1
+                    else:
+                        slot = refs.clock % REFCOUNT_ARRAY_ENTRIES
+                        refs.clock += 1
+                        pushed = arr_buf[slot]
+                        ovf[pushed] = arr_cnt[slot]
+                        del pos[pushed]
                     arr_buf[slot] = b
                     arr_cnt[slot] = 1
                     pos[b] = slot
-                    refcount[b] += 1
+                    refcount[b] = 1  # the sweep chose it unpinned
                     f = pool_flags[b]
                     if f & BM_DIRTY:
                         self._write_victim(b, context)
+                        now = clock.now
+                        due = comps[0][0] if comps else now + 1
                     if f & BM_VALID:
                         ctx_stats.evictions += 1
                     old = pool_tag[b]
@@ -532,7 +547,29 @@ class Backend:
                     pool_flags[b] = 0
                     usage[b] = 1
                     relstats.blks_fetched += 1
+                    buffers[index + i] = b
+                    misses += 1
+                    if not i and actual > 1:
+                        maxcombine = RELSEG_SIZE - blocknum % RELSEG_SIZE
+                        if maxcombine < actual:
+                            actual = maxcombine
+                    i += 1
+                    continue
+                if refs.reserved < 0:
+                    refs.reserve()
+                if mapped is not None:
+                    b = mapped
+                    found = self._pin_mapped(b, strategy, context, relstats)
+                else:
+                    b = self._get_victim_buffer(strategy, context)
+                    mapping[t] = b
+                    pool_tag[b] = t
+                    pool_flags[b] = 0
+                    usage[b] = 1
+                    relstats.blks_fetched += 1
                     found = False
+                now = clock.now
+                due = comps[0][0] if comps else now + 1
                 buffers[index + i] = b
                 if found:
                     hits += 1

@@ -184,7 +184,22 @@ class BufferPool:
         ok = out.ok_blocks
         corrupt = out.corrupt
         error = out.error
-        for i, b in enumerate(ioh.bufs):
+        bufs = ioh.bufs
+        if not corrupt and ok == len(bufs):
+            # Every block arrived intact (the usual case): each buffer becomes valid.
+            for b in bufs:
+                buf_io[b] = None
+                refcount[b] -= 1
+                flags[b] = (flags[b] | BM_VALID) & ~BM_IO_ERROR
+            ioh.error = error
+            ioh.done = True
+            rec = ioh.record
+            if rec is not None:
+                rec.ok_blocks = ok
+                if error is not None:
+                    rec.error = type(error).__name__
+            return
+        for i, b in enumerate(bufs):
             buf_io[b] = None
             refcount[b] -= 1
             if i < ok:
