@@ -10,8 +10,10 @@ so that ``readstream bench seeds`` and these scripts share them.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 
+from pytest_readstream._cli_args import output_problem, positive_int, scale_fraction
 from pytest_readstream.bench_seeds import run_seed_benchmarks
 from pytest_readstream.bench_tables import build_tables
 
@@ -24,10 +26,14 @@ def seed_script(thread: str, argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=f"Reproduce the {thread} thread's tables on the model.")
     p.add_argument("--json", help="write the rows to this path")
     p.add_argument("--plot", help="write published-vs-simulated PNGs into this directory")
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default 2)")
-    p.add_argument("--scale", type=float, default=1.0, help="shrink the tables (0 < scale <= 1)")
+    p.add_argument("--jobs", type=positive_int, default=None, help="worker processes (default 2)")
+    p.add_argument("--scale", type=scale_fraction, default=1.0, help="shrink the tables (0 < scale <= 1)")
     p.add_argument("--table", action="append", choices=keys, help="only this table (repeatable)")
     args = p.parse_args(argv)
+    if problem := output_problem("--json", args.json):
+        p.error(problem)
+    if args.plot and not os.path.isdir(args.plot):
+        p.error(f"--plot {args.plot}: not a directory (create it first)")
     rows = run_seed_benchmarks(
         json_path=args.json, plot_dir=args.plot, scale=args.scale, jobs=args.jobs, tables=args.table or keys
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pytest_readstream._cli_args import output_problem, scale_fraction
 from pytest_readstream.bench_readahead import format_readahead, run_readahead_evaluation
 
 
@@ -19,8 +20,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", help="write the rows to this path")
     p.add_argument("--plot", help="write the evaluation plot (PNG) to this path")
-    p.add_argument("--scale", type=float, default=1.0, help="shrink the workloads (0 < scale <= 1)")
+    p.add_argument("--scale", type=scale_fraction, default=1.0, help="shrink the workloads (0 < scale <= 1)")
     args = p.parse_args()
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        if problem := output_problem(option, path):
+            p.error(problem)
     rows = run_readahead_evaluation(args.json, args.plot, scale=args.scale)
     print(format_readahead(rows))
     return 0

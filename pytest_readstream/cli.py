@@ -19,6 +19,7 @@ bad value and what is allowed, and exit status 2; a command whose checks fail ex
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ._cli_args import output_problem, positive_int
 from .hypothesis_profiles import OWN_PROFILES
 
 __all__ = ["main"]
@@ -38,13 +40,24 @@ class CliError(Exception):
     """A bad command line: printed as one line, exit status 2."""
 
 
+def _check_output(option: str, path: str | None) -> None:
+    """Refuse an output path that cannot be written, before any work (no report half made)."""
+    problem = output_problem(option, path)
+    if problem:
+        raise CliError(problem)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every file option of a subcommand: ``--json`` (all of them) and ``trace --plot``."""
+    _check_output("--json", getattr(args, "json", None))
+
+
 def _write_json(path: str | None, data: Any) -> None:
     """Write JSON atomically (a temporary file renamed into place)."""
     if not path:
         return
+    _check_output("--json", path)
     target = Path(path)
-    if target.parent and not target.parent.exists():
-        raise CliError(f"--json {path}: directory {target.parent} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=".readstream-", suffix=".json", dir=str(target.parent or "."))
     try:
         with os.fdopen(fd, "w") as fh:
@@ -113,6 +126,13 @@ def _cmd_trace(argv: Sequence[str]) -> int:
             help=f"{prm.help} (default {prm.default})",
         )
     args = p.parse_args(argv)
+    _check_outputs(args)
+    if args.plot:
+        _check_output("--plot", args.plot)
+        if importlib.util.find_spec("matplotlib") is None:
+            raise CliError(
+                "--plot needs matplotlib, which is not installed: pip install 'pytest-readstream[plot]'"
+            )
     params = {
         prm.name: getattr(args, prm.name if prm.name in global_options else "param_" + prm.name)
         for prm in spec.params
@@ -162,6 +182,7 @@ def _cmd_check(argv: Sequence[str]) -> int:
     p.add_argument("--profile", default="ci", choices=OWN_PROFILES, help="hypothesis profile (default: ci)")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = p.parse_args(argv)
+    _check_outputs(args)
     report = args.json or os.path.join(tempfile.mkdtemp(prefix="readstream-check-"), "report.json")
     cmd = ["--pyargs", "readstream_conformance", "-q", "-p", "no:cacheprovider"]
     cmd += [f"--hypothesis-profile={args.profile}", f"--readstream-report={report}"]
@@ -216,6 +237,7 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
     p.add_argument("-n", dest="workers", default="2", help="pytest-xdist workers (default 2)")
     p.add_argument("--only", action="append", default=[], help="run only these mutants (repeatable)")
     args = p.parse_args(argv)
+    _check_outputs(args)
     from .mutants import MUTANTS, format_kill_matrix, run_kill_matrix
 
     unknown = [m for m in args.only if m not in MUTANTS]
@@ -237,17 +259,16 @@ def _cmd_bench(argv: Sequence[str]) -> int:
     seeds.add_argument("--json", help="write the rows to this path")
     seeds.add_argument("--plot", help="write published-vs-simulated plots into this directory")
     seeds.add_argument("--table", action="append", default=[], help="only this table (repeatable)")
-    seeds.add_argument("--jobs", type=int, default=None, help="worker processes (default 2)")
+    seeds.add_argument("--jobs", type=positive_int, default=None, help="worker processes (default 2)")
     model = sub.add_parser("model", help="the model's own speed and memory")
     model.add_argument("--json", help="write the figures to this path")
     args = p.parse_args(argv)
+    _check_outputs(args)
     if args.what == "seeds":
         from .bench_seeds import run_seed_benchmarks
 
         if args.plot and not Path(args.plot).is_dir():
             raise CliError(f"--plot {args.plot}: not a directory (create it first)")
-        if args.jobs is not None and args.jobs < 1:
-            raise CliError(f"--jobs {args.jobs} is invalid: allowed >= 1")
         try:
             rows = run_seed_benchmarks(
                 json_path=None, plot_dir=args.plot, jobs=args.jobs, tables=args.table or None
@@ -273,6 +294,7 @@ def _cmd_oracle(argv: Sequence[str]) -> int:
     p.add_argument("--only", action="append", default=[], help="only scenarios whose name contains this")
     p.add_argument("--allow-nonempty", action="store_true", help="accept a DSN database holding user tables")
     args = p.parse_args(argv)
+    _check_outputs(args)
     try:
         from ._pg.oracle import run_oracle
     except ImportError as exc:

@@ -64,3 +64,30 @@ def test_trace_bad_input_is_one_line(args, fragment, capsys) -> None:
 def test_unknown_command(capsys) -> None:
     assert main(["frobnicate"]) == 2
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["trace", "--scan", "seqscan", "--nblocks", "10", "--json"],
+        ["trace", "--scan", "seqscan", "--nblocks", "10", "--plot"],
+        ["mutants", "--only", "unget-block-lost", "--json"],
+        ["check", "--json"],
+        ["bench", "model", "--json"],
+        ["bench", "seeds", "--table", "checksums", "--json"],
+        ["oracle", "--json"],
+    ],
+    ids=lambda c: " ".join(c[:2]) + " " + c[-1],
+)
+@pytest.mark.parametrize("where", ["missing-dir", "a-directory"])
+def test_an_unwritable_output_is_refused_before_any_work(
+    command: list[str], where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every one of these would run for seconds to minutes first; none may print a result.
+    target = tmp_path / "no" / "out.json" if where == "missing-dir" else tmp_path
+    assert main([*command, str(target)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    expected = "does not exist" if where == "missing-dir" else "is a directory"
+    assert f"{command[-1]} {target}: " in captured.err and expected in captured.err
+    assert "\n" not in captured.err.strip()
