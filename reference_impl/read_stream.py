@@ -238,6 +238,18 @@ class ReadStream:
         record = backend.stats.read_log is not None
         self.stats = ReadStreamStats(capacity=max_pinned, distance_history=[] if record else None)
         self._note_distance()
+        # Whether the callback's result is the block number itself (no per-buffer data, no debug
+        # bookkeeping): then _look_ahead calls the callback directly when no block is ungot. If
+        # the look-ahead loop and read_stream_get_block are also this class's own (PostgreSQL
+        # 18's, not master's or a variant's), _next_buffer takes the loop's usual single step
+        # itself (see there).
+        self._plain_blocks = not per_buffer_data and not self.debug
+        cls = type(self)
+        self._inline_step = (
+            self._plain_blocks
+            and cls._look_ahead is ReadStream._look_ahead
+            and cls._get_block is ReadStream._get_block
+        )
         if not self.debug:
             # Without debug checks, next_buffer is _next_buffer itself (one call less per buffer;
             # end() puts the checking method back).
@@ -417,27 +429,26 @@ class ReadStream:
     def _look_ahead(self) -> None:
         """``read_stream_look_ahead``."""
         icl = self.io_combine_limit
-        callback = self.callback
-        private = self.private
-        fast_get = self._pbd is None and not self.debug
-        while (
-            self.ios_in_progress < self.max_ios
-            and self.pinned_buffers + self.pending_read_nblocks < self.distance
-        ):
-            if self.pending_read_nblocks == icl:
+        max_ios = self.max_ios
+        plain = self._plain_blocks
+        while self.ios_in_progress < max_ios:
+            pending_n = self.pending_read_nblocks
+            if self.pinned_buffers + pending_n >= self.distance:
+                break
+            if pending_n == icl:
                 self._start_pending_read()
                 continue
-            if fast_get and self.buffered_blocknum == InvalidBlockNumber:
+            if plain and self.buffered_blocknum == InvalidBlockNumber:
                 # read_stream_get_block without an ungot block or per-buffer data: the callback.
-                blocknum = callback(self, private)
-                if blocknum == InvalidBlockNumber:
+                blocknum = self.callback(self, self.private)
+                if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
+                    if blocknum != InvalidBlockNumber:
+                        raise ModelUsageError(
+                            f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
+                        )
                     self.callback_ended = True
-                elif blocknum.__class__ is not int or not 0 <= blocknum <= 0xFFFFFFFE:
-                    raise ModelUsageError(
-                        f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
-                    )
             else:
-                buffer_index = self.next_buffer_index + self.pending_read_nblocks
+                buffer_index = self.next_buffer_index + pending_n
                 if buffer_index >= self.queue_size:
                     buffer_index -= self.queue_size
                 blocknum = self._get_block(buffer_index)
@@ -449,12 +460,14 @@ class ReadStream:
                 self.pending_read_nblocks = pending_n + 1
                 continue
             while self.pending_read_nblocks > 0:
-                if not self._start_pending_read() or self.ios_in_progress == self.max_ios:
+                if not self._start_pending_read() or self.ios_in_progress == max_ios:
                     self._unget_block(blocknum)
                     return
             self.pending_read_blocknum = blocknum
             self.pending_read_nblocks = 1
 
+        # The loop's final test: start the pending read now if it is full, if nothing else is
+        # pinned and it has reached the distance, or at the end of the stream.
         pending_n = self.pending_read_nblocks
         if (
             pending_n > 0
@@ -463,7 +476,7 @@ class ReadStream:
                 or (pending_n >= self.distance and self.pinned_buffers == 0)
                 or self.distance == 0
             )
-            and self.ios_in_progress < self.max_ios
+            and self.ios_in_progress < max_ios
         ):
             self._start_pending_read()
 
@@ -574,8 +587,9 @@ class ReadStream:
             if self.advice_enabled and self.ios[io_index].blocknum == self.seq_until_processed:
                 self.seq_until_processed = InvalidBlockNumber
 
+        icl = self.io_combine_limit
         buffers[oldest] = INVALID_BUFFER
-        if oldest < self.io_combine_limit - 1:
+        if oldest < icl - 1:
             buffers[self.queue_size + oldest] = INVALID_BUFFER
         self.pinned_buffers -= 1
         oldest += 1
@@ -584,7 +598,53 @@ class ReadStream:
         self.oldest_buffer_index = oldest
         self.stats.buffers_returned += 1
 
-        self._look_ahead()
+        # read_stream_look_ahead. Once a buffer is consumed, its usual work is one iteration of
+        # its loop: a block from the callback that extends the pending read (or begins one),
+        # after which the loop ends (the pins are back at the distance) and only its final test
+        # remains. With PostgreSQL 18's loop and plain block numbers, that iteration and the
+        # final test are written out here, reading and writing the same fields in the same
+        # order as _look_ahead. Anything else is left to _look_ahead: when the loop goes on, and
+        # when the block does not extend the pending read, which it is handed in the ungot-block
+        # field (not through _unget_block: nothing was ungot), the place its next iteration
+        # takes a block from before it would call the callback.
+        pending_n = self.pending_read_nblocks
+        max_ios = self.max_ios
+        if not (
+            self._inline_step
+            and self.ios_in_progress < max_ios
+            and pending_n < icl
+            and self.pinned_buffers + pending_n < self.distance
+            and self.buffered_blocknum == InvalidBlockNumber
+        ):
+            self._look_ahead()
+        else:
+            blocknum = self.callback(self, self.private)
+            if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
+                if blocknum != InvalidBlockNumber:
+                    raise ModelUsageError(
+                        f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
+                    )
+                self.callback_ended = True
+                self._set_end_of_stream()
+                self._look_ahead()  # the loop ends at once (distance 0): only the final test
+            else:
+                pending_n = self.pending_read_nblocks
+                if pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum:
+                    if pending_n == 0:
+                        self.pending_read_blocknum = blocknum  # a new pending read begins
+                    pending_n += 1
+                    self.pending_read_nblocks = pending_n
+                    if self.ios_in_progress < max_ios and self.pinned_buffers + pending_n < self.distance:
+                        self._look_ahead()  # room for more: the loop goes on
+                    elif (
+                        pending_n == icl
+                        or (pending_n >= self.distance and self.pinned_buffers == 0)
+                        or self.distance == 0
+                    ) and self.ios_in_progress < max_ios:
+                        self._start_pending_read()  # the final test, as in _look_ahead
+                else:
+                    self.buffered_blocknum = blocknum
+                    self._look_ahead()
 
         if (
             self.ios_in_progress == 0
