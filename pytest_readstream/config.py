@@ -235,6 +235,29 @@ def _optional_str(config: pytest.Config, option: str, ini: str) -> str | None:
     return _ini_str(config, ini)
 
 
+def _check_report_path(path: Path | None) -> None:
+    """Refuse at start a report path that could not be written at the end of the run.
+
+    Missing parent directories are created when the report is written (as ``--junitxml``
+    does), so the first existing ancestor must be a writable directory.
+    """
+    if path is None:
+        return
+    if path.is_dir():
+        raise pytest.UsageError(f"--readstream-report {str(path)!r} is a directory; give a file path")
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise pytest.UsageError(
+            f"--readstream-report {str(path)!r} cannot be written: {str(ancestor)!r} is not a directory"
+        )
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise pytest.UsageError(
+            f"--readstream-report {str(path)!r} cannot be written: directory {str(ancestor)!r} is not writable"
+        )
+
+
 def resolve_options(config: pytest.Config) -> ReadstreamOptions:
     """Read every source once and build the run's :class:`ReadstreamOptions`."""
     impl, impl_source = _impl(config)
@@ -242,12 +265,14 @@ def resolve_options(config: pytest.Config) -> ReadstreamOptions:
     as_skips = config.getoption("readstream_xfails_as_skips")
     if as_skips is None:
         as_skips = bool(config.getini("readstream_xfails_as_skips"))
+    report = _path(config, "readstream_report", "readstream_report")
+    _check_report_path(report)
     return ReadstreamOptions(
         impl=impl,
         impl_source=impl_source,
         seed=seed,
         seed_source=seed_source,
-        report=_path(config, "readstream_report", "readstream_report"),
+        report=report,
         xfails=_path(config, "readstream_xfails", "readstream_xfails"),
         xfails_as_skips=bool(as_skips),
         pg_dsn=_optional_str(config, "readstream_pg_dsn", "readstream_pg_dsn"),

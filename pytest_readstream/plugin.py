@@ -144,8 +144,21 @@ def _setup_hypothesis(config: pytest.Config, opts: ReadstreamOptions, state: _St
 
     from .hypothesis_profiles import SEEDED_PROFILES, register_profiles
 
+    own = register_profiles()
+    if profile:
+        from hypothesis.errors import InvalidArgument
+
+        try:
+            settings.get_profile(profile)
+        except InvalidArgument:
+            # Said here, before hypothesis' own plugin meets the name and stops with an
+            # internal error. The known names are not public API; list them when readable.
+            known = sorted(getattr(settings, "_profiles", {}) or own)
+            raise pytest.UsageError(
+                f"--hypothesis-profile {profile!r} is not registered: available {', '.join(known)}"
+            ) from None
     current = settings.get_current_profile_name()
-    if current in register_profiles():
+    if current in own:
         # A conftest loaded this name before the plugin registered it (hypothesis' own "ci"):
         # load it again so that the plugin's version is the one in force.
         settings.load_profile(current)

@@ -247,6 +247,44 @@ def test_bad_xfails_file(pytester: pytest.Pytester, content: object, expected: s
     assert "--readstream-xfails" in line and expected in line, line
 
 
+@pytest.mark.parametrize(
+    "where, expected",
+    [
+        ("directory", "is a directory; give a file path"),
+        ("under-a-file", "a-file' is not a directory"),
+    ],
+)
+def test_bad_report_path_is_refused_before_the_run(
+    pytester: pytest.Pytester, where: str, expected: str
+) -> None:
+    # Otherwise the run would go on and fail to write its report only at the very end.
+    pytester.makepyfile(PASSING)
+    (pytester.path / "a-file").write_text("")
+    (pytester.path / "out").mkdir()
+    target = "out" if where == "directory" else "a-file/sub/report.json"
+    result = pytester.runpytest(f"--readstream-report={target}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    line = _single_error_line(result)
+    assert "--readstream-report" in line and expected in line, line
+    result.stdout.no_fnmatch_line("*passed*")
+
+
+def test_report_directories_are_created(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest("--readstream-report=new/sub/report.json")
+    assert result.ret == pytest.ExitCode.OK
+    assert (pytester.path / "new" / "sub" / "report.json").is_file()
+
+
+def test_unregistered_hypothesis_profile_is_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest_subprocess("-p", "hypothesis", "--hypothesis-profile=nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    line = _single_error_line(result)
+    assert "--hypothesis-profile 'nope' is not registered: available " in line
+    assert all(name in line for name in ("ci", "dev", "thorough")), line
+
+
 def test_malformed_markers_fail_their_test_only(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         textwrap.dedent(

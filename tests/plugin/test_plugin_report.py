@@ -171,8 +171,13 @@ def test_atomic_write_keeps_the_old_file_on_error(tmp_path: Path) -> None:
 
 
 def test_unwritable_report_path_is_reported(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile("def test_ok():\n    pass\n")
-    (pytester.path / "taken").write_text("a file, not a directory")
+    # A path that is unwritable at start is a usage error (test_plugin_errors); this one becomes
+    # unwritable only during the run, so the failure shows at the end, after the outcomes.
+    pytester.makepyfile(
+        "from pathlib import Path\n\n"
+        "def test_ok():\n"
+        "    Path('taken').write_text('a file, not a directory')\n"
+    )
     result = pytester.runpytest("--readstream-report=taken/r.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["could not write --readstream-report *taken/r.json*"])
