@@ -15,6 +15,7 @@ test wrote into a spec:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,8 +36,21 @@ def make_spec(
     if isinstance(shape, Mapping):
         changes = {**shape, **changes}
         shape = changes.pop("shape", None)
+    elif "shape" in changes:
+        # readstream_relation(shape="bulk", nblocks=10): the keyword form of the mapping form.
+        if shape is not None:
+            raise SettingError(
+                f"{where}: the shape is given twice ({shape!r} and shape={changes['shape']!r})"
+            )
+        shape = changes.pop("shape")
     if name is not None:
         changes["name"] = name
+    allowed = {f.name for f in dataclasses.fields(RelationSpec) if f.init and not f.name.startswith("_")}
+    unknown = sorted(set(changes) - allowed)
+    if unknown:
+        raise SettingError(
+            f"{where}: unknown RelationSpec field(s) {', '.join(unknown)}: allowed shape, {', '.join(sorted(allowed))}"
+        )
     if shape is None:
         if not changes:
             return named_shape(DEFAULT_SHAPE)

@@ -197,14 +197,33 @@ def test_relation_shapes_fields_and_indirect(pytester: pytest.Pytester) -> None:
         def test_indirect(readstream_relation):
             assert readstream_relation.heap.nblocks() in (8, 3, 2)
 
+        @pytest.mark.readstream_relation(shape="bulk", nblocks=12)
+        def test_shape_as_keyword(readstream_relation):
+            assert readstream_relation.spec == SHAPES["bulk"].replace(nblocks=12)
+
         @pytest.mark.readstream_relation("huge")
         def test_unknown(readstream_relation):
+            pass
+
+        @pytest.mark.readstream_relation("tiny", nblockz=7)
+        def test_unknown_field(readstream_relation):
+            pass
+
+        @pytest.mark.readstream_relation("tiny", shape="bulk")
+        def test_shape_twice(readstream_relation):
             pass
         """
     )
     result = pytester.runpytest()
-    result.assert_outcomes(passed=7, errors=1)
-    result.stdout.fnmatch_lines(["*unknown relation shape 'huge': allowed tiny, small, bulk*"])
+    result.assert_outcomes(passed=8, errors=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*unknown relation shape 'huge': allowed tiny, small, bulk*",
+            "*readstream_relation: unknown RelationSpec field(s) nblockz: allowed shape, all_frozen_fraction,*",
+            "*readstream_relation: the shape is given twice ('tiny' and shape='bulk')*",
+        ],
+        consecutive=False,
+    )
 
 
 def test_seeds_are_per_test_and_reproducible(pytester: pytest.Pytester) -> None:
