@@ -652,16 +652,16 @@ class Backend:
             if self.vacuum_cost_active:
                 st.vacuum_cost_balance += self.settings.vacuum_cost_page_hit
             return False, 1
-        io_bufs = [head]
+        io_bufs = buffers[base + done : base + op.nblocks]  # the head, then the candidates
         buf_io = pool.buf_io
         pool_flags = pool.flags
-        for i in range(done + 1, op.nblocks):
-            b = buffers[base + i]
+        n = 1
+        for b in io_bufs[1:]:
             # StartBufferIO(nowait=true), inlined: stop at a block being read or already valid.
             if buf_io[b] is not None or pool_flags[b] & BM_VALID:
+                del io_bufs[n:]
                 break
-            io_bufs.append(b)
-        n = len(io_bufs)
+            n += 1
         flags = op.flags
         synchronous = bool(flags & READ_BUFFERS_SYNCHRONOUSLY)
         ioh = InflightIO(

@@ -187,10 +187,11 @@ class BufferPool:
         bufs = ioh.bufs
         if not corrupt and ok == len(bufs):
             # Every block arrived intact (the usual case): each buffer becomes valid.
+            no_error = ~BM_IO_ERROR
             for b in bufs:
                 buf_io[b] = None
                 refcount[b] -= 1
-                flags[b] = (flags[b] | BM_VALID) & ~BM_IO_ERROR
+                flags[b] = (flags[b] | BM_VALID) & no_error
             ioh.error = error
             ioh.done = True
             rec = ioh.record
