@@ -423,15 +423,15 @@ class Backend:
         accepted count.
 
         The blocks are pinned in one loop (``PinBufferForBlock`` for each, in order). A block not
-        in the pool, the common case of a cold scan, is handled inline when there is no ring and
-        the free list is used up: a victim comes from the clock sweep (``GetVictimBuffer`` →
+        in the pool, the common case of a cold scan, is handled inline when there is no ring: a
+        victim comes from the free list or the clock sweep (``GetVictimBuffer`` →
         ``StrategyGetBuffer``), takes a private refcount entry (``ReservePrivateRefCountEntry``,
         ``PinBuffer_Locked``), and the block is mapped to it (``BufferAlloc``). These are the
         steps of :meth:`pin_buffer_for_block` and :meth:`_get_victim_buffer` on the same state
         with the same results (only the reservation moves from before the mapping lookup to the
         pin, as nothing in between reads the private counts); the other cases still call them:
-        a buffer found in the mapping table, a ring, a non-empty free list. A dirty victim is
-        written through :meth:`_write_victim`, as :meth:`_get_victim_buffer` does.
+        a buffer found in the mapping table, a ring. A dirty victim is written through
+        :meth:`_write_victim`, as :meth:`_get_victim_buffer` does.
         """
         if not 1 <= nblocks <= 128:
             raise ModelUsageError(f"StartReadBuffers nblocks {nblocks} is out of range 1..128")
@@ -450,6 +450,7 @@ class Backend:
         mapping = pool.mapping
         mapping_get = mapping.get
         freelist = pool.freelist
+        in_freelist = pool.in_freelist
         comps = pool._completions
         clock = self.clock
         refs = self.refs
@@ -479,38 +480,46 @@ class Backend:
                 # PinBufferForBlock (BufferAlloc for a block not in the pool).
                 t = tag + i
                 mapped = mapping_get(t)
-                if mapped is None and plain and not freelist:
-                    # GetVictimBuffer without a ring and with the free list used up: the clock
-                    # sweep (StrategyGetBuffer) decrements usage counts of unpinned buffers
-                    # until it finds one at zero, as BufferPool.get_buffer_outside_ring does.
-                    # PostgreSQL reserves the private refcount entry before the lookup; nothing
-                    # between reads the backend's private counts, so the model reserves when
-                    # it pins, below, and at once if the sweep fails.
+                if mapped is None and plain:
+                    # GetVictimBuffer without a ring: StrategyGetBuffer takes the head of the
+                    # free list (every buffer, in order, at start-up) if it is unused, and once
+                    # the list is empty runs the clock sweep, which decrements usage counts of
+                    # unpinned buffers until it finds one at zero; exactly what
+                    # BufferPool.get_buffer_outside_ring does. PostgreSQL reserves the private
+                    # refcount entry before the lookup; nothing between reads the backend's
+                    # private counts, so the model reserves when it pins, below, and at once if
+                    # the sweep fails.
                     if due <= now:
                         pool.poll()
                         due = comps[0][0] if comps else now + 1
                     pool.num_allocs += 1
-                    victim = pool.next_victim
-                    trycounter = nbuffers
-                    while True:
-                        b = victim
-                        victim += 1
-                        if victim == nbuffers:
-                            victim = 0
-                            pool.complete_passes += 1
-                        if not refcount[b]:
-                            u = usage[b]
-                            if not u:
-                                break
-                            usage[b] = u - 1
-                            trycounter = nbuffers
-                        else:
-                            trycounter -= 1
-                            if not trycounter:
-                                pool.next_victim = victim
-                                refs.reserve()
-                                raise NoUnpinnedBuffers()
-                    pool.next_victim = victim
+                    while freelist:
+                        b = freelist.popleft()
+                        in_freelist[b] = 0
+                        if not refcount[b] and not usage[b]:
+                            break
+                    else:  # no unused buffer on the free list: the clock sweep
+                        victim = pool.next_victim
+                        trycounter = nbuffers
+                        while True:
+                            b = victim
+                            victim += 1
+                            if victim == nbuffers:
+                                victim = 0
+                                pool.complete_passes += 1
+                            if not refcount[b]:
+                                u = usage[b]
+                                if not u:
+                                    break
+                                usage[b] = u - 1
+                                trycounter = nbuffers
+                            else:
+                                trycounter -= 1
+                                if not trycounter:
+                                    pool.next_victim = victim
+                                    refs.reserve()
+                                    raise NoUnpinnedBuffers()
+                        pool.next_victim = victim
                     # ReservePrivateRefCountEntry, then PinBuffer_Locked: the reserved entry
                     # takes the buffer. With the array full (a stream's usual state), the entry
                     # under the array's clock first moves to the hash table.
