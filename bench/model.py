@@ -1,6 +1,6 @@
 """How fast and how small the model is (``readstream bench model``), with an optional profile.
 
-Usage: ``python bench/model.py [--json PATH] [--nblocks N] [--rss-blocks N] [--profile]``
+Usage: ``python bench/model.py [--json PATH] [--nblocks N] [--rounds N] [--rss-blocks N] [--profile]``
 
 Prints the model's CPU time per block of a streamed all-miss sequential scan, a bare pin/unpin
 loop's, their ratio, blocks per second, and the peak RSS of simulating a 64 GiB scan (in a
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pytest_readstream._cli_args import positive_int
 from pytest_readstream.bench_model import (
     RSS_BLOCKS_64GIB,
     profile_model,
@@ -23,12 +24,15 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", help="write the figures to this path")
     p.add_argument("--nblocks", type=int, default=200_000, help="blocks of the timed scans")
+    p.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds; the fastest is kept")
     p.add_argument(
         "--rss-blocks", type=int, default=RSS_BLOCKS_64GIB, help="blocks of the RSS scan (0: skip)"
     )
     p.add_argument("--profile", action="store_true", help="print the model's hot spots")
     args = p.parse_args()
-    run_model_benchmark(args.json, nblocks=args.nblocks, rss_nblocks=args.rss_blocks or None)
+    run_model_benchmark(
+        args.json, nblocks=args.nblocks, rounds=args.rounds, rss_nblocks=args.rss_blocks or None
+    )
     if args.profile:
         print(f"\n{'function':<60} {'calls/block':>11} {'share':>6} {'ns/block':>9}")
         for row in profile_model(min(args.nblocks, 100_000)):

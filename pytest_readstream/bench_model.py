@@ -8,9 +8,11 @@ the model's blocks per second, and the peak resident memory of simulating an 8,3
 (64 GiB) scan, measured in a fresh subprocess so that nothing else in this process counts.
 
 Times are the process's CPU time (``time.process_time``), so that other programs sharing the
-machine do not count; each side is timed several times, interleaved, and the fastest round is
-kept. :func:`profile_model` lists where the model spends
-its time (cProfile), for the lead who optimises the core.
+machine do not count; each side is timed several times (five rounds by default), interleaved,
+and the fastest round is kept. On a shared virtual machine CPU time still varies with what the
+neighbours do (the bare loop has been seen at 170 and at 310 ns/block minutes apart), so more
+rounds give a steadier minimum. :func:`profile_model` lists where the model spends its time
+(cProfile), for the lead who optimises the core.
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def run_model_benchmark(
     json_path: str | os.PathLike[str] | None = None,
     *,
     nblocks: int = 200_000,
-    rounds: int = 3,
+    rounds: int = 5,
     rss_nblocks: int | None = RSS_BLOCKS_64GIB,
     out: TextIO | None = None,
 ) -> dict[str, Any]:
