@@ -423,14 +423,15 @@ class Backend:
         accepted count.
 
         The blocks are pinned in one loop (``PinBufferForBlock`` for each, in order). A block not
-        in the pool, the common case of a cold scan, is handled inline when there is no ring: a
-        victim comes from the free list or the clock sweep (``GetVictimBuffer`` →
-        ``StrategyGetBuffer``), takes a private refcount entry (``ReservePrivateRefCountEntry``,
-        ``PinBuffer_Locked``), and the block is mapped to it (``BufferAlloc``). These are the
-        steps of :meth:`pin_buffer_for_block` and :meth:`_get_victim_buffer` on the same state
-        with the same results (only the reservation moves from before the mapping lookup to the
-        pin, as nothing in between reads the private counts); the other cases still call them:
-        a buffer found in the mapping table, a ring. A dirty victim is written through
+        in the pool, the common case of a cold scan, is handled inline: a victim comes from the
+        strategy's ring (``GetBufferFromRing``) or the free list or the clock sweep
+        (``GetVictimBuffer`` → ``StrategyGetBuffer``), takes a private refcount entry
+        (``ReservePrivateRefCountEntry``, ``PinBuffer_Locked``), and the block is mapped to it
+        (``BufferAlloc``). These are the steps of :meth:`pin_buffer_for_block` and
+        :meth:`_get_victim_buffer` on the same state with the same results (only the reservation
+        moves from before the mapping lookup to the pin, as nothing in between reads the private
+        counts). The uncommon cases still call them: a buffer found in the mapping table, a
+        freed strategy, a dirty ring buffer the ring rejects. A dirty victim is written through
         :meth:`_write_victim`, as :meth:`_get_victim_buffer` does.
         """
         if not 1 <= nblocks <= 128:
@@ -462,6 +463,11 @@ class Backend:
         nbuffers = pool.nbuffers
         tag = rel._tag_bases[fork] + blocknum
         plain = strategy is None
+        # Victims are found inline unless the strategy was freed (the use-after-free path).
+        inline_victims = plain or not strategy.freed  # type: ignore[union-attr]
+        if not plain:
+            ring = strategy.buffers  # type: ignore[union-attr]
+            ring_size = strategy.nbuffers  # type: ignore[union-attr]
         # Reads due for completion are completed before a victim is chosen (as GetVictimBuffer
         # does through BufferPool.poll). Only a call can move the clock or queue a completion, so
         # the next completion time and the time are re-read after each call.
@@ -480,46 +486,64 @@ class Backend:
                 # PinBufferForBlock (BufferAlloc for a block not in the pool).
                 t = tag + i
                 mapped = mapping_get(t)
-                if mapped is None and plain:
-                    # GetVictimBuffer without a ring: StrategyGetBuffer takes the head of the
-                    # free list (every buffer, in order, at start-up) if it is unused, and once
-                    # the list is empty runs the clock sweep, which decrements usage counts of
-                    # unpinned buffers until it finds one at zero; exactly what
-                    # BufferPool.get_buffer_outside_ring does. PostgreSQL reserves the private
-                    # refcount entry before the lookup; nothing between reads the backend's
-                    # private counts, so the model reserves when it pins, below, and at once if
-                    # the sweep fails.
+                if mapped is None and inline_victims:
+                    # GetVictimBuffer. PostgreSQL reserves the private refcount entry before the
+                    # lookup; nothing until the pin reads the backend's private counts, so the
+                    # model reserves when it pins, below (and at once where finding a victim
+                    # can fail).
                     if due <= now:
                         pool.poll()
                         due = comps[0][0] if comps else now + 1
-                    pool.num_allocs += 1
-                    while freelist:
-                        b = freelist.popleft()
-                        in_freelist[b] = 0
-                        if not refcount[b] and not usage[b]:
-                            break
-                    else:  # no unused buffer on the free list: the clock sweep
-                        victim = pool.next_victim
-                        trycounter = nbuffers
-                        while True:
-                            b = victim
-                            victim += 1
-                            if victim == nbuffers:
-                                victim = 0
-                                pool.complete_passes += 1
-                            if not refcount[b]:
-                                u = usage[b]
-                                if not u:
-                                    break
-                                usage[b] = u - 1
-                                trycounter = nbuffers
-                            else:
-                                trycounter -= 1
-                                if not trycounter:
-                                    pool.next_victim = victim
-                                    refs.reserve()
-                                    raise NoUnpinnedBuffers()
-                        pool.next_victim = victim
+                    if plain:
+                        # StrategyGetBuffer without a ring: the head of the free list (every
+                        # buffer, in order, at start-up) if it is unused, and once the list is
+                        # empty the clock sweep, which decrements usage counts of unpinned
+                        # buffers until it finds one at zero; exactly what
+                        # BufferPool.get_buffer_outside_ring does.
+                        pool.num_allocs += 1
+                        while freelist:
+                            b = freelist.popleft()
+                            in_freelist[b] = 0
+                            if not refcount[b] and not usage[b]:
+                                break
+                        else:  # no unused buffer on the free list: the clock sweep
+                            victim = pool.next_victim
+                            trycounter = nbuffers
+                            while True:
+                                b = victim
+                                victim += 1
+                                if victim == nbuffers:
+                                    victim = 0
+                                    pool.complete_passes += 1
+                                if not refcount[b]:
+                                    u = usage[b]
+                                    if not u:
+                                        break
+                                    usage[b] = u - 1
+                                    trycounter = nbuffers
+                                else:
+                                    trycounter -= 1
+                                    if not trycounter:
+                                        pool.next_victim = victim
+                                        refs.reserve()
+                                        raise NoUnpinnedBuffers()
+                            pool.next_victim = victim
+                    else:
+                        # GetBufferFromRing: the ring's next slot, if its buffer is unpinned and
+                        # was not used since the ring put it there; else StrategyGetBuffer's
+                        # free list and clock sweep, the buffer taking the ring's slot.
+                        cur = strategy.current + 1  # type: ignore[union-attr]
+                        if cur >= ring_size:
+                            cur = 0
+                        strategy.current = cur  # type: ignore[union-attr]
+                        b = ring[cur]
+                        if b >= 0 and not refcount[b] and usage[b] <= 1:
+                            from_ring = True
+                        else:
+                            if refs.reserved < 0:
+                                refs.reserve()
+                            b = pool.get_buffer_outside_ring(strategy)
+                            from_ring = False
                     # ReservePrivateRefCountEntry, then PinBuffer_Locked: the reserved entry
                     # takes the buffer. With the array full (a stream's usual state), the entry
                     # under the array's clock first moves to the hash table.
@@ -539,14 +563,30 @@ class Backend:
                     arr_buf[slot] = b
                     arr_cnt[slot] = 1
                     pos[b] = slot
-                    refcount[b] = 1  # the sweep chose it unpinned
+                    refcount[b] = 1  # every victim is chosen unpinned
                     f = pool_flags[b]
                     if f & BM_DIRTY:
-                        self._write_victim(b, context)
+                        if (
+                            not plain
+                            and pool.xlog_needs_flush(pool.page_lsn[b])
+                            and pool.strategy_reject_buffer(strategy, b, from_ring)  # type: ignore[arg-type]
+                        ):
+                            # StrategyRejectBuffer: a BULKREAD ring gives up a dirty buffer that
+                            # would need a WAL flush; GetVictimBuffer unpins it and looks again,
+                            # which is _get_victim_buffer's loop from here on (it also counts
+                            # and unmaps the victim it returns).
+                            self._unpin(b)
+                            b = self._get_victim_buffer(strategy, context)
+                            f = 0
+                        else:
+                            self._write_victim(b, context)
                         now = clock.now
                         due = comps[0][0] if comps else now + 1
                     if f & BM_VALID:
-                        ctx_stats.evictions += 1
+                        if not plain and from_ring:
+                            ctx_stats.reuses += 1
+                        else:
+                            ctx_stats.evictions += 1
                     old = pool_tag[b]
                     if old >= 0:
                         del mapping[old]
