@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pytest_readstream._cli_args import positive_int
+from pytest_readstream._cli_args import non_negative_int, output_problem, positive_int
 from pytest_readstream.bench_model import (
     RSS_BLOCKS_64GIB,
     profile_model,
@@ -23,13 +23,18 @@ from pytest_readstream.bench_model import (
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", help="write the figures to this path")
-    p.add_argument("--nblocks", type=int, default=200_000, help="blocks of the timed scans")
+    p.add_argument("--nblocks", type=positive_int, default=200_000, help="blocks of the timed scans")
     p.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds; the fastest is kept")
     p.add_argument(
-        "--rss-blocks", type=int, default=RSS_BLOCKS_64GIB, help="blocks of the RSS scan (0: skip)"
+        "--rss-blocks",
+        type=non_negative_int,
+        default=RSS_BLOCKS_64GIB,
+        help="blocks of the RSS scan (0: skip)",
     )
     p.add_argument("--profile", action="store_true", help="print the model's hot spots")
     args = p.parse_args()
+    if problem := output_problem("--json", args.json):
+        p.error(problem)
     run_model_benchmark(
         args.json, nblocks=args.nblocks, rounds=args.rounds, rss_nblocks=args.rss_blocks or None
     )

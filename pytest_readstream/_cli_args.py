@@ -10,7 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
-__all__ = ["output_problem", "positive_int", "scale_fraction"]
+__all__ = ["non_negative_int", "output_problem", "positive_int", "scale_fraction"]
 
 
 def output_problem(option: str, path: str | None) -> str | None:
@@ -28,15 +28,24 @@ def output_problem(option: str, path: str | None) -> str | None:
     return None
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1 (worker counts)."""
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is invalid: allowed >= 1")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{value} is invalid: allowed >= {low}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (worker counts, block counts)."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0 (a count where 0 switches a part off)."""
+    return _int_at_least(text, 0)
 
 
 def scale_fraction(text: str) -> float:

@@ -21,6 +21,9 @@ _BENCH = Path(__file__).resolve().parents[2] / "bench"
         ("seed_sample_scan.py", ["--jobs", "0"], "argument --jobs: 0 is invalid: allowed >= 1"),
         ("seed_online_checksums.py", ["--json", "{tmp}"], "is a directory; give a file path"),
         ("seed_online_checksums.py", ["--plot", "{missing}"], "not a directory (create it first)"),
+        ("model.py", ["--nblocks", "0"], "argument --nblocks: 0 is invalid: allowed >= 1"),
+        ("model.py", ["--rss-blocks", "-1"], "argument --rss-blocks: -1 is invalid: allowed >= 0"),
+        ("model.py", ["--json", "{missing}/m.json"], "directory {missing} does not exist"),
     ],
 )
 def test_bad_values_end_with_one_usage_error(
