@@ -286,12 +286,19 @@ class ReadStream:
         if blocknum == InvalidBlockNumber:
             self.callback_ended = True
         elif not isinstance(blocknum, int) or blocknum < 0 or blocknum > 0xFFFFFFFE:
-            raise ModelUsageError(
-                f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
-            )
+            self._callback_returned_no_block(blocknum)
         elif self.debug:
             self._produced.append(blocknum)
         return blocknum
+
+    def _callback_returned_no_block(self, blocknum: object) -> None:
+        """The callback returned no block number: ``InvalidBlockNumber`` ends it, anything else
+        (a negative or too large number, not an int) is the caller's mistake."""
+        if blocknum != InvalidBlockNumber:
+            raise ModelUsageError(
+                f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
+            )
+        self.callback_ended = True
 
     def _check_started(self, first: int, n: int) -> None:
         """Debug: a started read covers exactly the next blocks the callback produced, in order."""
@@ -442,11 +449,7 @@ class ReadStream:
                 # read_stream_get_block without an ungot block or per-buffer data: the callback.
                 blocknum = self.callback(self, self.private)
                 if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
-                    if blocknum != InvalidBlockNumber:
-                        raise ModelUsageError(
-                            f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
-                        )
-                    self.callback_ended = True
+                    self._callback_returned_no_block(blocknum)
             else:
                 buffer_index = self.next_buffer_index + pending_n
                 if buffer_index >= self.queue_size:
@@ -620,11 +623,7 @@ class ReadStream:
         else:
             blocknum = self.callback(self, self.private)
             if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
-                if blocknum != InvalidBlockNumber:
-                    raise ModelUsageError(
-                        f"stream callback returned {blocknum!r}: allowed a block number or InvalidBlockNumber"
-                    )
-                self.callback_ended = True
+                self._callback_returned_no_block(blocknum)
                 self._set_end_of_stream()
                 self._look_ahead()  # the loop ends at once (distance 0): only the final test
             else:

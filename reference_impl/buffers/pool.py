@@ -121,6 +121,17 @@ class InflightIO:
         )
 
 
+def _finish_io(ioh: InflightIO, ok: int, error: PgError | None) -> None:
+    """Mark ``ioh`` done with its error, and note the outcome in its trace record if any."""
+    ioh.error = error
+    ioh.done = True
+    rec = ioh.record
+    if rec is not None:
+        rec.ok_blocks = ok
+        if error is not None:
+            rec.error = type(error).__name__
+
+
 class BufferPool:
     """Shared buffers of one instance (``BufferDescriptors``, ``SharedBufHash``, ``StrategyControl``)."""
 
@@ -192,13 +203,7 @@ class BufferPool:
                 buf_io[b] = None
                 refcount[b] -= 1
                 flags[b] = (flags[b] | BM_VALID) & no_error
-            ioh.error = error
-            ioh.done = True
-            rec = ioh.record
-            if rec is not None:
-                rec.ok_blocks = ok
-                if error is not None:
-                    rec.error = type(error).__name__
+            _finish_io(ioh, ok, error)
             return
         for i, b in enumerate(bufs):
             buf_io[b] = None
@@ -217,13 +222,7 @@ class BufferPool:
                     flags[b] = (flags[b] | BM_VALID) & ~BM_IO_ERROR
             elif error is not None:
                 flags[b] = (flags[b] & ~BM_VALID) | BM_IO_ERROR
-        ioh.error = error
-        ioh.done = True
-        rec = ioh.record
-        if rec is not None:
-            rec.ok_blocks = ok
-            if error is not None:
-                rec.error = type(error).__name__
+        _finish_io(ioh, ok, error)
 
     def wait_io(self, ioh: InflightIO) -> None:
         """Block until ``ioh`` has completed (``WaitIO`` / ``pgaio_wref_wait``)."""
