@@ -78,10 +78,10 @@ class Run:
     ``CpuCosts``. ``client_params`` gives each client its own scan parameters (e.g. a different
     sampling seed per pgbench client); ``cancel_after`` stops each client after that many pages
     (a measurement window: ``tps`` is then each client's pages per second over the window,
-    divided by ``query_pages``, the pages one whole query visits). ``warm`` runs the same scan once, unmeasured, before the measured
-    run (the "all data cached" case). ``overhead_us`` is time of the benchmark harness outside
-    the read path, added to the elapsed time. ``device_changes`` are fields of the device this
-    run changes on top of the table's calibrated device (a write delay set by the benchmark).
+    divided by ``query_pages``, the pages one whole query visits). ``warm`` runs the same scan
+    once, unmeasured, before the measured run (the "all data cached" case). ``device_changes``
+    are fields of the device this run changes on top of the table's calibrated device (a write
+    delay set by the benchmark).
     ``track_reads=False`` skips the per-read tally (faster; then ``io_time_us`` and the
     per-relation read counts are ``None``). ``readahead`` installs
     :class:`~reference_impl.readahead.HeuristicReadahead` with these keyword arguments.
@@ -102,7 +102,6 @@ class Run:
     query_pages: int | None = None
     warm: bool = False
     readahead: tuple[tuple[str, Any], ...] | None = None
-    overhead_us: int = 0
     device_changes: tuple[tuple[str, Any], ...] = ()
     track_reads: bool = True
     seed: int = 0
@@ -220,7 +219,7 @@ def simulate_run(run: Run) -> dict[str, Any]:
     for res in results:
         if res.error is not None and not (run.cancel_after is not None and res.error_type == "QueryCanceled"):
             raise RuntimeError(f"run {run.label!r}: {res.error_type}: {res.error}")
-    elapsed = [res.elapsed_us + run.overhead_us for res in results]
+    elapsed = [res.elapsed_us for res in results]
     by_relation: dict[str, int] = {}
     for t in tallies:
         for name, n in t.by_relation.items():
