@@ -183,7 +183,15 @@ def _cmd_check(argv: Sequence[str]) -> int:
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = p.parse_args(argv)
     _check_outputs(args)
-    report = args.json or os.path.join(tempfile.mkdtemp(prefix="readstream-check-"), "report.json")
+    if args.json:
+        return _check_with_report(args, args.json)
+    # The summary needs the per-test report; without --json it lives only as long as the run.
+    with tempfile.TemporaryDirectory(prefix="readstream-check-") as tmp:
+        return _check_with_report(args, os.path.join(tmp, "report.json"))
+
+
+def _check_with_report(args: argparse.Namespace, report: str) -> int:
+    """Run the suite writing its report to ``report``, then print the verdict from it."""
     cmd = ["--pyargs", "readstream_conformance", "-q", "-p", "no:cacheprovider"]
     cmd += [f"--hypothesis-profile={args.profile}", f"--readstream-report={report}"]
     if args.impl:

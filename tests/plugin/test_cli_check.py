@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,22 @@ def test_check_runs_the_suite_and_prints_the_verdict(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["summary"]["failed"] == 0 and report["summary"]["passed"] >= 1
     assert out.stdout.count("invariant family") == 1  # the family table is printed once
+
+
+def test_check_without_json_prints_the_verdict_and_leaves_no_report_behind(tmp_path: Path) -> None:
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    cmd = [sys.executable, "-m", "pytest_readstream.cli", "check", "-n", "0"]
+    out = subprocess.run(
+        [*cmd, "--", "-k", "pin_limit_stays_at_least_one"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1].startswith("readstream check: reference conforms: MUST ")
+    assert [p.name for p in tmpdir.iterdir() if p.name.startswith("readstream-check-")] == []
 
 
 def test_check_against_a_mutant_does_not_conform(tmp_path: Path) -> None:
