@@ -61,6 +61,7 @@ class Instance:
         self.clock = VirtualClock()
         self.costs = costs if costs is not None else CpuCosts()
         self.device = device if isinstance(device, Device) else Device(device, seed=seed)
+        self.device.attach_clock(self.clock)  # the horizon of the device's timetables
         self.page_cache = PageCache(self.device, capacity_blocks=page_cache_blocks, readahead_kb=readahead_kb)
         self.storage = Storage(
             self.device,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import heapq
 import resource
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reference_impl import (
     Device,
@@ -12,6 +15,7 @@ from reference_impl import (
     FaultPlan,
     ForkNumber,
     Instance,
+    ModelUsageError,
     ReadBeyondEOF,
     ReadIOError,
     SettingError,
@@ -66,6 +70,169 @@ def test_device_jitter_is_seeded() -> None:
     a = [Device(prof, seed=1).read(0, 1, b, 1) for b in range(3)]
     b = [Device(prof, seed=1).read(0, 1, b, 1) for b in range(3)]
     assert a == b
+
+
+def _old_rule(profile: DeviceProfile, requests: list[tuple[int, int, int]]) -> list[int]:
+    """The device's former rule: channels and transfer stage served in arrival order."""
+    channels = [0] * profile.channels
+    bus_free = 0
+    per_block = profile.transfer_us(1)
+    out = []
+    for at, latency, nblocks in requests:
+        start = max(at, channels[0])
+        xfer = max(start + latency, bus_free)
+        done = max(int(xfer + nblocks * per_block + 0.999999), at + 1)
+        bus_free = done
+        heapq.heapreplace(channels, done)
+        out.append(done)
+    return out
+
+
+class _ByTime:
+    """A brute-force device: the earliest start from which a channel is free for the whole
+    service, the transfer in the earliest long-enough gap of the stage after the latency."""
+
+    def __init__(self, profile: DeviceProfile) -> None:
+        self.profile = profile
+        self.service: list[tuple[int, int]] = []
+        self.bus: list[tuple[float, int]] = []
+
+    def _busy(self, t: int) -> int:
+        return sum(1 for s, e in self.service if s <= t < e)
+
+    def _transfer(self, lat_done: float, nblocks: int, at: int) -> tuple[float, int]:
+        x = lat_done
+        for s, e in sorted(self.bus):
+            end = max(int(x + self.profile.transfer_us(nblocks) + 0.999999), at + 1)
+            if e > x and s < end:
+                x = e
+        return x, max(int(x + self.profile.transfer_us(nblocks) + 0.999999), at + 1)
+
+    def submit(self, at: int, latency: int, nblocks: int) -> int:
+        # A start can only become possible where a service ends (or at submission).
+        for start in sorted({at} | {e for _, e in self.service if e > at}):
+            x, done = self._transfer(start + latency, nblocks, at)
+            points = [start] + [s for s, _ in self.service if start < s < done]
+            if all(self._busy(t) < self.profile.channels for t in points):
+                self.service.append((start, done))
+                self.bus.append((x, done))
+                return done
+        raise AssertionError("unreachable: the last end always frees a channel")
+
+
+def test_device_an_earlier_request_is_not_delayed_by_a_future_one() -> None:
+    # An I/O worker's read handed over for t=1,850 µs, then a backend's write at t=100 µs.
+    d = Device(DeviceProfile("t", 1000, 20, 100.0, 4))
+    read_done = d.read(1850, 1, 0, 16)
+    assert read_done == 1850 + 1000 + 1250  # 16 blocks at 100 MB/s: 1,250 µs
+    assert d.write(100, 2, 0, 1) == 100 + 20 + 79  # not after the read's transfer
+    # One channel: a request that ends before a booked future service starts runs at once ...
+    one = Device(DeviceProfile("one", 1000, 100, 1000.0, 1))
+    assert one.read(5000, 1, 0, 1) == 5000 + 1000 + 8
+    assert one.write(100, 2, 0, 1) == 100 + 100 + 8
+    # ... and one that would overlap it waits for the channel to free.
+    assert one.write(4950, 3, 0, 1) == 6008 + 100 + 8
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 4),
+    st.sampled_from([10, 100, 1000]),
+    st.sampled_from([5, 100, 300]),
+    st.sampled_from([50.0, 500.0, 5000.0]),
+    st.lists(st.tuples(st.integers(0, 3000), st.booleans(), st.integers(1, 16)), min_size=1, max_size=25),
+)
+def test_device_schedules_by_time_in_any_arrival_order(
+    channels: int, read_us: int, write_us: int, mb_s: float, requests: list[tuple[int, bool, int]]
+) -> None:
+    prof = DeviceProfile("t", read_us, write_us, mb_s, channels)
+    d = Device(prof)
+    ref = _ByTime(prof)
+    for k, (at, is_read, n) in enumerate(requests):
+        got = d.read(at, k, 100 * k, n) if is_read else d.write(at, k, 100 * k, n)
+        assert got == ref.submit(at, read_us if is_read else write_us, n)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 8),
+    st.sampled_from([50.0, 500.0, 5000.0]),
+    st.lists(st.tuples(st.integers(0, 300), st.integers(1, 16)), min_size=1, max_size=300),
+)
+def test_device_monotone_arrivals_keep_the_old_times(
+    channels: int, mb_s: float, requests: list[tuple[int, int]]
+) -> None:
+    prof = DeviceProfile("t", 200, 200, mb_s, channels)
+    d = Device(prof)
+    at = 0
+    timed = []
+    got = []
+    for k, (gap, n) in enumerate(requests):
+        at += gap
+        timed.append((at, 200, n))
+        got.append(d.read(at, k, 0, n) if k % 2 else d.write(at, k, 0, n))
+    assert got == _old_rule(prof, timed)
+
+
+def test_device_single_channel_hdd_keeps_the_old_times() -> None:
+    # Different latencies (sequential vs seek) cannot reorder anything behind one channel.
+    prof = DEVICE_PROFILES["hdd"]
+    d = Device(prof)
+    timed = []
+    got = []
+    at = 0
+    for k in range(200):
+        at += (k * 7919) % 9000
+        block = k if k % 3 else 10 * k
+        latency = prof.sequential_latency_us if k and block == timed[-1][2] else prof.read_latency_us
+        got.append(d.read(at, 1, block, 1))
+        timed.append((at, latency, block + 1))
+    assert got == _old_rule(prof, [(a, lat, 1) for a, lat, _ in timed])
+
+
+def test_device_bandwidth_and_channels_still_bound_out_of_order_arrivals() -> None:
+    order = [(k * 37) % 64 for k in range(64)]  # arrival order is not time order
+    bw = Device(DeviceProfile("bw", 10, 10, 100.0, 64))
+    ends = [bw.read(10 * k, k, 0, 32) for k in order]
+    assert max(ends) >= 64 * bw.bandwidth_bound_us(32)
+    ch = Device(DeviceProfile("ch", 1000, 1000, 100_000.0, 4))
+    ends = [ch.read(k, k, 0, 1) for k in order]
+    assert max(ends) >= 16 * 1000  # 64 requests, 4 at a time, 1 ms each
+    # The i-th service to start cannot start before (i // 4) ms; submissions are all before 64 µs.
+    assert ch.stats.queue_wait_us >= 4 * 1000 * sum(range(16)) - 64 * 63
+
+
+def test_device_jitter_is_reproducible_in_any_arrival_order() -> None:
+    prof = DEVICE_PROFILES["nvme"].with_changes(jitter=0.5, name="jit", channels=2)
+    times = [(k * 7919) % 2000 for k in range(100)]
+
+    def run(seed: int) -> list[int]:
+        d = Device(prof, seed=seed)
+        return [d.read(t, k, 0, 4) for k, t in enumerate(times)]
+
+    assert run(3) == run(3)
+    assert run(3) != run(4)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0
+
+
+def test_device_forgets_intervals_behind_the_clock() -> None:
+    clock = _Clock()
+    d = Device(DeviceProfile("t", 100, 100, 1000.0, 4), clock=clock)
+    for k in range(20_000):
+        clock.now = 50 * k
+        d.read(clock.now + (3000 if k % 5 == 0 else 0), 1, k, 1)
+    # Only the requests still in flight stay booked (pruned when the lists double).
+    assert len(d._svc_start) < 2 * 256 and len(d._bus_start) < 2 * 256
+    with pytest.raises(ModelUsageError, match="earlier than the clock's"):
+        d.write(clock.now - 500, 1, 0, 1)
+    with pytest.raises(ModelUsageError, match="already follows another clock"):
+        d.attach_clock(_Clock())
+    inst = Instance(device=Device("nvme"))
+    assert inst.device._clock is inst.clock
 
 
 def test_bad_device_profile_is_rejected() -> None:
