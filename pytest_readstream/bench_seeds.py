@@ -177,6 +177,10 @@ def _verdict_speedup(pub: float, sim: float) -> tuple[bool, str]:
     pub_dir = 0 if abs(pub - 1.0) < TIE_BAND else (1 if pub > 1.0 else -1)
     sim_dir = 0 if abs(sim - 1.0) < TIE_BAND else (1 if sim > 1.0 else -1)
     if pub_dir != sim_dir:
+        if sim_dir == 0:
+            return False, "direction wrong: simulated unchanged"
+        if pub_dir == 0:
+            return False, "direction wrong: published unchanged"
         return False, "direction wrong"
     if pub_dir == 0:
         return True, "unchanged, as published"

@@ -56,6 +56,8 @@ def test_calibration_solves_affine_and_curved_figures() -> None:
     [
         (8.46, 9.61, True, "within"),
         (8.46, 0.9, False, "direction wrong"),
+        (1.17, 1.002, False, "direction wrong: simulated unchanged"),
+        (0.999, 1.3, False, "direction wrong: published unchanged"),
         (1.004, 0.995, True, "unchanged"),
         (4.0, 7.0, False, "magnitude off"),
         (0.81, 0.81, True, "within"),
