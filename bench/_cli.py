@@ -3,7 +3,7 @@
 Each script reproduces one seed thread's tables (or measures the model itself, or evaluates the
 heuristic read-ahead) in one run and prints the published figures beside the simulated ones
 with their ratios. The calibration of devices lives in
-``pytest_readstream.bench_calibration`` and the tables in ``pytest_readstream.bench_tables``,
+``pytest_readstream.bench.calibration`` and the tables in ``pytest_readstream.bench.tables``,
 so that ``readstream bench seeds`` and these scripts share them.
 """
 
@@ -14,8 +14,8 @@ import os
 from collections.abc import Sequence
 
 from pytest_readstream._cli_args import output_problem, positive_int, scale_fraction
-from pytest_readstream.bench_seeds import run_seed_benchmarks
-from pytest_readstream.bench_tables import build_tables
+from pytest_readstream.bench.seeds import run_seed_benchmarks
+from pytest_readstream.bench.tables import build_tables
 
 __all__ = ["seed_script"]
 

@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from pytest_readstream._cli_args import non_negative_int, output_problem, positive_int
-from pytest_readstream.bench_model import (
+from pytest_readstream.bench.model import (
     RSS_BLOCKS_64GIB,
     profile_model,
     run_model_benchmark,

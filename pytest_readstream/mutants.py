@@ -37,8 +37,8 @@ from reference_impl import InvalidBlockNumber, ReadStream, ReadStreamMaster
 from reference_impl.buffers.pool import INVALID_BUFFER
 from reference_impl.buffers.strategy import get_access_strategy_pin_limit
 
-from .implementations import ReferenceImplementation
 from .protocol import ScanOutcome, ScanRequest
+from .reference import ReferenceImplementation
 
 __all__ = ["MUTANTS", "MutantImplementation", "mutant_doc", "run_kill_matrix", "format_kill_matrix"]
 

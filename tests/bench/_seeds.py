@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from pytest_readstream.bench_seeds import TIE_BAND, run_seed_benchmarks
+from pytest_readstream.bench.seeds import TIE_BAND, run_seed_benchmarks
 
 # Rows whose direction the model is known to get wrong, with the reason (see docs/benchmarks.md).
 KNOWN_GAPS = {

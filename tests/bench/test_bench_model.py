@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from pytest_readstream.bench_model import (
+from pytest_readstream.bench.model import (
     bare_pin_loop,
     format_model_benchmark,
     model_scan,

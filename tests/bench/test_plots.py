@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_readstream import plots
-from pytest_readstream.bench_runs import Run, trace_run
+from pytest_readstream.bench import plots
+from pytest_readstream.bench.runs import Run, trace_run
 from reference_impl import DEVICE_PROFILES
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from pytest_readstream import bench_seeds
-from pytest_readstream.bench_calibration import calibrate
-from pytest_readstream.bench_tables import UNITS, build_tables
+from pytest_readstream.bench import seeds as bench_seeds
+from pytest_readstream.bench.calibration import calibrate
+from pytest_readstream.bench.tables import UNITS, build_tables
 
 
 def test_tables_are_complete_and_consistent() -> None:

@@ -11,8 +11,15 @@ from typing import Any
 
 import pytest
 
-from pytest_readstream._pg.oracle import compare, run_model, run_oracle, run_server, select, side_from_record
-from pytest_readstream._pg.scenarios import Scenario
+from pytest_readstream.postgres.oracle import (
+    compare,
+    run_model,
+    run_oracle,
+    run_server,
+    select,
+    side_from_record,
+)
+from pytest_readstream.postgres.scenarios import Scenario
 
 from .conftest import golden
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_readstream._pg import (
+from pytest_readstream.postgres import (
     PgNotAvailable,
     PgServer,
     ScratchDatabase,

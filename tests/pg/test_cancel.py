@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from pytest_readstream._pg import (
+from pytest_readstream.postgres import (
     PgServer,
     PgSession,
     ScratchDatabase,

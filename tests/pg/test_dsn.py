@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
-from pytest_readstream._pg import (
+from pytest_readstream.postgres import (
     PgNotAvailable,
     PgServer,
     PgSettingUnavailable,

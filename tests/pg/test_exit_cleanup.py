@@ -19,7 +19,7 @@ pytestmark = pytest.mark.postgres
 
 CHILD = """
 import json, sys, time
-from pytest_readstream._pg import PgServer
+from pytest_readstream.postgres import PgServer
 server = PgServer.embedded(sys.argv[1])
 print(json.dumps({"pid": server.pid, "data_dir": str(server.data_dir),
                   "procs": [p.pid for p in server.processes()]}), flush=True)

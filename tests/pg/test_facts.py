@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_readstream._pg import PgServer, ScratchDatabase, ServerSettings
-from pytest_readstream._pg.facts import (
+from pytest_readstream.postgres import PgServer, ScratchDatabase, ServerSettings
+from pytest_readstream.postgres.facts import (
     COMPARED_COUNTERS,
     FACT_CASES,
     FACT_TABLES,

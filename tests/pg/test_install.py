@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_readstream._pg import PgServer, _install, embedded_bindir, measure_statement
-from pytest_readstream._pg._process import _ensure_traversable, _run_as
+from pytest_readstream.postgres import PgServer, _install, embedded_bindir, measure_statement
+from pytest_readstream.postgres._process import _ensure_traversable, _run_as
 
 pytestmark = [
     pytest.mark.postgres,

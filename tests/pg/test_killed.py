@@ -10,7 +10,7 @@ import time
 import psutil  # type: ignore[import-untyped]
 import pytest
 
-from pytest_readstream._pg import PgServer, PgServerDied, SessionSettings
+from pytest_readstream.postgres import PgServer, PgServerDied, SessionSettings
 
 pytestmark = pytest.mark.postgres
 

@@ -7,7 +7,7 @@ import math
 import psycopg
 import pytest
 
-from pytest_readstream._pg import (
+from pytest_readstream.postgres import (
     PgHarnessError,
     PgServer,
     ScratchDatabase,

@@ -26,13 +26,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_readstream._pg import PgNotAvailable, PgServerDied, PgSettingUnavailable
-from pytest_readstream._pg.implementation import (
+from pytest_readstream._reference_scans import run_scan as model_run
+from pytest_readstream.postgres import PgNotAvailable, PgServerDied, PgSettingUnavailable
+from pytest_readstream.postgres.implementation import (
     PostgresImplementation,
     server_settings_for,
     session_settings_for,
 )
-from pytest_readstream._pg.relbuild import (
+from pytest_readstream.postgres.relbuild import (
     _BLCKSZ,
     _PAGE_SPACE,
     LayoutMismatch,
@@ -46,8 +47,7 @@ from pytest_readstream._pg.relbuild import (
     server_names,
     verify_layout,
 )
-from pytest_readstream._pg.scanops import NOT_OFFERED, SERVER_VARIANTS
-from pytest_readstream._reference_scans import run_scan as model_run
+from pytest_readstream.postgres.scanops import NOT_OFFERED, SERVER_VARIANTS
 from pytest_readstream.protocol import ScanRequest, check_implementation
 from reference_impl import CancelAt, Fault, FaultPlan, Settings
 from reference_impl.relations import IndexSpec, RelationSpec
@@ -398,7 +398,7 @@ def test_requests_a_server_cannot_run(impl: PostgresImplementation) -> None:
 @pytest.mark.postgres
 def test_a_server_reached_through_a_dsn(impl: PostgresImplementation) -> None:
     """A DSN server is never reconfigured; a database with user tables is refused unless allowed."""
-    from pytest_readstream._pg import PgUnsafeDatabase
+    from pytest_readstream.postgres import PgUnsafeDatabase
 
     impl.relation(_SMALL)  # the implementation's scratch database now holds a user table
     dsn = impl.server.conninfo(impl.database.name)

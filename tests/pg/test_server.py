@@ -7,7 +7,7 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]
 import pytest
 
-from pytest_readstream._pg import (
+from pytest_readstream.postgres import (
     PgNotAvailable,
     PgServer,
     PgSettingUnavailable,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_readstream._pg import ServerSettings, SessionSettings
+from pytest_readstream.postgres import ServerSettings, SessionSettings
 
 
 def test_server_settings_to_gucs_skips_none() -> None:

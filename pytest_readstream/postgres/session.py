@@ -10,21 +10,19 @@ measurement starts.
 After a server restart the session reconnects on its next use and re-applies its settings (its
 backend pid changes). Statements that fail are reported to the server object: with
 ``io_method=sync`` an aborted read stream can leave mapped-but-invalid buffers behind
-(``read_stream.md`` §7.1), which :func:`~pytest_readstream._pg.observe.evict` then repairs.
+(``read_stream.md`` §7.1), which :func:`~pytest_readstream.postgres.observe.evict` then repairs.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import psycopg
 from psycopg import sql
 
+from ._contracts import DatabaseHandle
 from .errors import PgHarnessError
 from .settings import SessionSettings
-
-if TYPE_CHECKING:
-    from .scratch import ScratchDatabase
 
 __all__ = ["PgSession"]
 
@@ -34,7 +32,7 @@ _Query = str | sql.SQL | sql.Composed
 class PgSession:
     """One measured client backend on a scratch database (``PostgresMain``, ``postgres.c``)."""
 
-    def __init__(self, database: ScratchDatabase, settings: SessionSettings) -> None:
+    def __init__(self, database: DatabaseHandle, settings: SessionSettings) -> None:
         self.database = database
         self.server = database.server
         self._settings = settings
@@ -116,7 +114,7 @@ class PgSession:
         """Run one statement; returns its rows (empty list if it returns none).
 
         A failed statement is re-raised unchanged, after noting the abort (see module doc);
-        a lost server becomes :class:`~pytest_readstream._pg.errors.PgServerDied`.
+        a lost server becomes :class:`~pytest_readstream.postgres.errors.PgServerDied`.
         """
         conn = self.conn
         with self.server._guard("executing a statement"):

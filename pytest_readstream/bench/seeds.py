@@ -1,6 +1,6 @@
 """``readstream bench seeds``: the seed threads' tables, published beside simulated.
 
-For every table of the three seed threads (see :mod:`pytest_readstream.bench_tables`) this
+For every table of the three seed threads (see :mod:`pytest_readstream.bench.tables`) this
 module fits the table's device to one published figure, simulates every row on that device,
 and prints each published figure beside the simulated one with their ratio, then each published
 speedup (or reduction) beside the simulated one. It checks what the project promised:
@@ -31,9 +31,9 @@ from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TextIO
 
-from .bench_calibration import Calibration, calibrate
-from .bench_runs import Run, relation_shapes, scan_available, simulate_run
-from .bench_tables import METRICS, UNITS, RowSpec, SeedTable, build_tables
+from .calibration import Calibration, calibrate
+from .runs import Run, relation_shapes, scan_available, simulate_run
+from .tables import METRICS, UNITS, RowSpec, SeedTable, build_tables
 
 __all__ = [
     "format_seed_markdown",
@@ -456,8 +456,8 @@ _TIMELINES: tuple[tuple[str, str, int | None, tuple[tuple[str, Any], ...] | None
 
 def _timeline_plots(tables: list[SeedTable], calibs: dict[str, Calibration], out: Path) -> list[Path]:
     """I/O timeline (with distance) PNGs of a few seed runs, at their calibrated devices."""
-    from .bench_runs import trace_run
     from .plots import plot_trace
+    from .runs import trace_run
 
     paths = []
     by_key = {t.key: t for t in tables}

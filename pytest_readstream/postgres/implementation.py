@@ -38,7 +38,7 @@ in these steps:
 Time is real (no ``virtual-time``); ``read_sizes``/``read_ranges`` are empty because a server
 counts I/Os without naming them. The server starts lazily on the first scan, one per process, so
 pytest-xdist workers each run their own. If the postmaster dies, the first call raises
-:class:`~pytest_readstream._pg.errors.PgServerDied` after the harness killed what was left;
+:class:`~pytest_readstream.postgres.errors.PgServerDied` after the harness killed what was left;
 inside a pytest run the implementation then ends the whole run with that one message. A server
 that cannot be started or reached (``PgStartupError``, ``PgNotAvailable``) is treated the same
 way: one error, not the same failure again for every test. A ``bindir`` without ``initdb`` and

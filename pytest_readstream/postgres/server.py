@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import Any, Literal, Self
 
 import psutil  # type: ignore[import-untyped]
 import psycopg
@@ -48,10 +48,8 @@ from .errors import (
     PgSettingUnavailable,
     PgUnsafeDatabase,
 )
+from .scratch import DEFAULT_EXTENSIONS, ScratchDatabase
 from .settings import ServerSettings
-
-if TYPE_CHECKING:
-    from .scratch import ScratchDatabase
 
 __all__ = ["PgServer", "build_bindir", "embedded_bindir"]
 
@@ -495,8 +493,6 @@ class PgServer:
         self, *, extensions: tuple[str, ...] | None = None, label: str = ""
     ) -> ScratchDatabase:
         """Create a scratch database (dropped by :meth:`close`); see :class:`ScratchDatabase`."""
-        from .scratch import DEFAULT_EXTENSIONS, ScratchDatabase
-
         db = ScratchDatabase._create(
             self,
             extensions=DEFAULT_EXTENSIONS if extensions is None else extensions,

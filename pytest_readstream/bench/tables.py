@@ -3,7 +3,7 @@
 Each :class:`SeedTable` holds the figures a thread published (copied from the thread, with the
 row names it used), the setup the thread describes (table size and layout, ``shared_buffers``,
 ``io_method`` and workers, direct I/O, ``effective_io_concurrency``, ``io_combine_limit``, clients,
-read and write delays) as :class:`~pytest_readstream.bench_runs.Run` objects, a *device shape*
+read and write delays) as :class:`~pytest_readstream.bench.runs.Run` objects, a *device shape*
 with one free parameter, and the one published figure that parameter is fitted to
 (:class:`CalibSpec`). What the thread leaves open is chosen here and said in the table's
 ``assumptions``; :func:`build_tables` returns them all, and ``bench_seeds`` runs them.
@@ -32,8 +32,8 @@ from typing import Any
 
 from reference_impl import DEVICE_PROFILES, DeviceProfile
 
-from .bench_calibration import scaled_profile
-from .bench_runs import Run
+from .calibration import scaled_profile
+from .runs import Run
 
 __all__ = [
     "RowSpec",

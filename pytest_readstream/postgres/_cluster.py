@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -158,6 +159,34 @@ def _template_cluster(
         return path, baseline
 
 
+def _server_home(workdir: Path, run_as: _RunAs) -> Path:
+    """Where a cluster's directory goes: ``workdir``, unless another OS user must enter it.
+
+    A server run as another user needs search permission on every ancestor of its data
+    directory. Those ancestors may belong to someone who resets their modes at any time: pytest
+    makes ``pytest-of-<user>`` mode 0700 whenever any pytest run starts, and a server living
+    under it then dies with "Permission denied" in the middle of another run. So such a server
+    lives in a directory of the harness's own, which no other program changes: one per OS user
+    of the harness, mode 0711, directly in the system's temporary directory.
+    """
+    if not run_as.switches:
+        return workdir
+    home = Path(tempfile.gettempdir()) / f"readstream-servers-{os.getuid()}"
+    try:
+        home.mkdir(mode=0o711, exist_ok=True)
+        info = home.lstat()
+        ours = stat.S_ISDIR(info.st_mode) and not home.is_symlink() and info.st_uid == os.getuid()
+    except OSError:
+        ours = False
+    if not ours:
+        # Someone else's, or not a directory: a fresh private one serves this process.
+        home = Path(tempfile.mkdtemp(prefix="readstream-servers-"))
+        _cleanup.register(lambda: shutil.rmtree(home, ignore_errors=True))
+    home.chmod(0o711)
+    _ensure_traversable(home)
+    return home
+
+
 @dataclass
 class _Cluster:
     """A cluster the harness created: data directory, log, socket and the postmaster child."""
@@ -190,8 +219,9 @@ class _Cluster:
         bindir = reachable_bindir(bindir, run_as)
         workdir = Path(workdir).expanduser().resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        run_dir = workdir / f"pg-{os.getpid()}-{_next_serial()}"
+        run_dir = _server_home(workdir, run_as) / f"pg-{os.getpid()}-{_next_serial()}"
         run_dir.mkdir()
+        _cleanup.register(lambda: shutil.rmtree(run_dir, ignore_errors=True))
         data_dir = run_dir / "data"
         data_dir.mkdir(mode=0o700)
         socket_dir = run_dir / "sock"
@@ -227,7 +257,7 @@ class _Cluster:
         """
         template, self.baseline = _template_cluster(
             self.bindir, self.run_as, self.start_timeout, self.run_dir.parent
-        )
+        )  # the run directory's parent is the server home, as stable as the cluster itself
         cp = shutil.which("cp")
         if cp is not None:
             # cp -a keeps owners and modes and is about twice as fast as copytree.

@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import psycopg
 from psycopg import sql
 
+from ._contracts import ServerHandle
 from .errors import PgHarnessError, PgUnsafeDatabase
+from .observe import evict
+from .session import PgSession
 from .settings import SessionSettings
-
-if TYPE_CHECKING:
-    from .server import PgServer
-    from .session import PgSession
 
 __all__ = ["DEFAULT_EXTENSIONS", "NO_AUTOVACUUM", "ScratchDatabase", "scratch_name"]
 
@@ -81,10 +80,10 @@ class ScratchDatabase:
     """A database the harness created on a :class:`PgServer` (``CREATE DATABASE``, ``dbcommands.c``).
 
     It also keeps the *observer* connection that takes statistics snapshots for
-    :func:`~pytest_readstream._pg.observe.measure` without being the measured backend.
+    :func:`~pytest_readstream.postgres.observe.measure` without being the measured backend.
     """
 
-    def __init__(self, server: PgServer, name: str, extensions: tuple[str, ...]) -> None:
+    def __init__(self, server: ServerHandle, name: str, extensions: tuple[str, ...]) -> None:
         self.server = server
         self.name = name
         self.extensions = extensions
@@ -95,7 +94,7 @@ class ScratchDatabase:
         self._repaired: dict[str, int] = {}
 
     @classmethod
-    def _create(cls, server: PgServer, *, extensions: tuple[str, ...], label: str) -> ScratchDatabase:
+    def _create(cls, server: ServerHandle, *, extensions: tuple[str, ...], label: str) -> ScratchDatabase:
         missing_required = [e for e in _REQUIRED_EXTENSIONS if e not in extensions]
         if missing_required:
             raise ValueError(f"extensions must include {', '.join(missing_required)} (the harness uses them)")
@@ -136,7 +135,6 @@ class ScratchDatabase:
     # -- connections ----------------------------------------------------------------------
     def session(self, settings: SessionSettings | None = None) -> PgSession:
         """A new measured connection with ``settings`` applied (close it, or use ``with``)."""
-        from .session import PgSession
 
         self._check_open("opening a session")
         sess = PgSession(self, settings or SessionSettings())
@@ -180,7 +178,6 @@ class ScratchDatabase:
         _check_ident(name)
         if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
             raise ValueError(f"pages must be a positive int, got {pages!r}")
-        from .observe import evict
 
         ident = sql.Identifier(name)
         kind = sql.SQL("UNLOGGED TABLE" if unlogged else "TABLE")

@@ -99,7 +99,7 @@ def _rss_child(nblocks: int) -> None:
 
 def measure_peak_rss_mb(nblocks: int = RSS_BLOCKS_64GIB, timeout_s: float = 1800.0) -> float:
     """Peak RSS (MB) of a fresh interpreter simulating a streamed scan of ``nblocks`` blocks."""
-    code = f"from pytest_readstream.bench_model import _rss_child; _rss_child({int(nblocks)})"
+    code = f"from pytest_readstream.bench.model import _rss_child; _rss_child({int(nblocks)})"
     env = dict(os.environ)
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s, env=env, check=False

@@ -45,15 +45,13 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
+from ._contracts import DatabaseHandle
 from .errors import PgEvictionError, PgHarnessError, PgServerDied
 from .session import PgSession
-
-if TYPE_CHECKING:
-    from .scratch import ScratchDatabase
 
 __all__ = [
     "EvictionResult",
@@ -503,11 +501,11 @@ def warm_up(session: PgSession, query: str, relations: Sequence[str] = (), *, pa
         evict(session, rel)
 
 
-def _target_db(target: PgSession | ScratchDatabase) -> ScratchDatabase:
+def _target_db(target: PgSession | DatabaseHandle) -> DatabaseHandle:
     return target.database if isinstance(target, PgSession) else target
 
 
-def resident_buffers(target: PgSession | ScratchDatabase, relation: str) -> tuple[ResidentBuffer, ...]:
+def resident_buffers(target: PgSession | DatabaseHandle, relation: str) -> tuple[ResidentBuffer, ...]:
     """Valid buffers of ``relation`` (all forks), read through the observer connection."""
     db = _target_db(target)
     observer = db.observer()
@@ -516,7 +514,7 @@ def resident_buffers(target: PgSession | ScratchDatabase, relation: str) -> tupl
         return _resident(observer, [relation], oids)[relation]
 
 
-def pinned_buffers(target: PgSession | ScratchDatabase, relation: str) -> tuple[ResidentBuffer, ...]:
+def pinned_buffers(target: PgSession | DatabaseHandle, relation: str) -> tuple[ResidentBuffer, ...]:
     """Buffers of ``relation`` some backend pins now (``pinning_backends > 0``).
 
     Read through the observer, so it works while the session runs a statement. With

@@ -1,0 +1,67 @@
+"""Old module names of this package, kept importable for one release with a DeprecationWarning.
+
+The real-server harness moved from ``pytest_readstream._pg`` to :mod:`pytest_readstream.postgres`
+and the benchmark machinery from ``pytest_readstream.bench_*`` / ``pytest_readstream.plots`` to
+:mod:`pytest_readstream.bench`. A meta-path finder maps each old name onto the new module object
+itself (not a copy), so ``isinstance`` checks, monkeypatching and module state stay shared.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from types import ModuleType
+
+_PKG = "pytest_readstream"
+_RENAMED_PACKAGES = {f"{_PKG}._pg": f"{_PKG}.postgres"}
+_RENAMED_MODULES = {
+    f"{_PKG}.bench_{name}": f"{_PKG}.bench.{name}"
+    for name in ("tables", "seeds", "runs", "readahead", "model", "calibration")
+} | {f"{_PKG}.plots": f"{_PKG}.bench.plots"}
+
+
+def new_name(old: str) -> str | None:
+    """The current name of a module once importable as ``old``, or ``None`` if it did not move."""
+    if old in _RENAMED_MODULES:
+        return _RENAMED_MODULES[old]
+    for old_pkg, new_pkg in _RENAMED_PACKAGES.items():
+        if old == old_pkg or old.startswith(old_pkg + "."):
+            return new_pkg + old[len(old_pkg) :]
+    return None
+
+
+class _AliasLoader(importlib.abc.Loader):
+    def __init__(self, target: str) -> None:
+        self._target = target
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        warnings.warn(
+            f"{spec.name} has moved to {self._target}; the old name goes away in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return importlib.import_module(self._target)
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The module is the already-executed new one; nothing to run again.
+        return None
+
+
+class _MovedModuleFinder(importlib.abc.MetaPathFinder):
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        target_name = new_name(fullname)
+        if target_name is None:
+            return None
+        is_package = fullname in _RENAMED_PACKAGES
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(target_name), is_package=is_package)
+
+
+def install() -> None:
+    """Register the finder once (idempotent)."""
+    if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
+        sys.meta_path.append(_MovedModuleFinder())
