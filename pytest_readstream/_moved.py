@@ -63,5 +63,7 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder):
 
 def install() -> None:
     """Register the finder once (idempotent)."""
+    # First in line: otherwise the path finder would find ``_pg.observe`` through the aliased
+    # package's ``__path__`` and execute a second copy of the module under the old name.
     if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
-        sys.meta_path.append(_MovedModuleFinder())
+        sys.meta_path.insert(0, _MovedModuleFinder())
