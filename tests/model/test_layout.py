@@ -140,3 +140,16 @@ def test_readme_where_things_are_matches_the_tree() -> None:
         for p in (ROOT / "pytest_readstream").glob("*/__init__.py")
     }
     assert packages <= named, f"README's layout omits {sorted(packages - named)}"
+
+
+def test_server_harness_public_names_are_documented() -> None:
+    pytest.importorskip("psycopg")
+    import pytest_readstream.postgres as harness
+
+    doc = (ROOT / "docs" / "postgres.md").read_text()
+    assert doc.startswith("# The PostgreSQL harness (`pytest_readstream.postgres`)")
+    undocumented = [n for n in harness.__all__ if not re.search(rf"`[^`]*\b{re.escape(n)}\b[^`]*`", doc)]
+    assert undocumented == []
+    for block in re.findall(r"from pytest_readstream\.postgres import \(([^)]*)\)", doc):
+        for name in re.findall(r"\w+", block):
+            assert name in harness.__all__, f"docs/postgres.md imports {name}, which is not public"
