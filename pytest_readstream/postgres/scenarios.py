@@ -157,6 +157,9 @@ RELATIONS: dict[str, RelationSpec] = {
         vm_pattern="runs",
         seed=12,
     ),
+    # 4,425 blocks of 226 rows: 1,000,050 int4 keys, a 2,745-page btree of three levels whose
+    # inner pages after the first each take one downlink fewer (nbtsort.c moves the last item).
+    "btree3": RelationSpec(name="bt3", nblocks=4425, tuple_width=5, indexes=(IndexSpec("btree"),), seed=42),
 }
 
 _NO_SYNC = {"synchronize_seqscans": False}
@@ -526,8 +529,23 @@ def _more() -> list[Scenario]:
     ]
 
 
+def _fidelity_issue() -> list[Scenario]:
+    """The model misses the fidelity issue (14) lists, each a scenario the fix made agree."""
+    return [
+        Scenario(
+            "indexscan-3-level",
+            "indexscan",
+            RELATIONS["btree3"],
+            params={"key_start": 0.75, "selectivity": 0.001},
+            answer_keys=("rows", "tid_digest"),
+            note="the descent reads level-1 page 7 of 10 (block 2000; 2006 if every inner page "
+            "took fanout downlinks) and leaves numbered after it",
+        ),
+    ]
+
+
 SCENARIOS: tuple[Scenario, ...] = tuple(
-    _seq_matrix() + _sampling() + _maintenance() + _index_scans() + _more()
+    _seq_matrix() + _sampling() + _maintenance() + _index_scans() + _more() + _fidelity_issue()
 )
 
 

@@ -100,7 +100,8 @@ class IndexSpec:
 
     * btree: ``leaf_pages`` (default: entries / ``keys_per_leaf``, which defaults from
       ``key_width`` and ``fillfactor`` 90), ``levels`` (total levels, leaves included; picks the
-      inner fan-out) or ``fanout`` (downlinks per inner page, default from fill factor 70);
+      inner fan-out) or ``fanout`` (items an inner page holds when it fills, at least 3, default
+      from fill factor 70; a split moves the last one to the new page, see ``nbtsort_layout``);
     * hash: ``buckets`` (default as ``_hash_init`` sizes them), ``overflow`` (overflow pages per
       bucket: an int, a distribution, or a tuple of one int per bucket), ``overflow_layout``
       (``grouped``: each bucket's chain in consecutive blocks; ``interleaved``: allocated in a
@@ -151,7 +152,7 @@ class IndexSpec:
             ("leaf_pages", 1, MAX_NBLOCKS - 1),
             ("keys_per_leaf", 1, 2048),
             ("key_width", 1, 2000),
-            ("fanout", 2, 4096),
+            ("fanout", 3 if self.kind == "btree" else 2, 4096),
             ("buckets", 2, 0x40000000),
             ("pages", 1, MAX_NBLOCKS - 1),
         ):

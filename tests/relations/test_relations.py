@@ -28,12 +28,13 @@ from reference_impl.relations import (
     hash_initial_buckets,
     heap_tuples_per_page,
     nbtsort_layout,
+    parent_pages,
     shape,
     tree_height,
     vm_nblocks,
 )
 from reference_impl.relations.heap import fsm_physical_to_logical
-from reference_impl.relations.layout import hash_spareindex, hash_totalbuckets
+from reference_impl.relations.layout import btree_items_per_page, hash_spareindex, hash_totalbuckets
 from reference_impl.storage.relation import ForkNumber, InvalidBlockNumber
 
 MAIN = ForkNumber.MAIN
@@ -330,27 +331,80 @@ def test_rows_are_seeded_faker_rows_of_live_tuples() -> None:
 
 # --------------------------------------------------------------------------- btree
 def test_nbtsort_allocation_order_hand_worked() -> None:
-    # 5 leaves, 2 downlinks per inner page: worked through _bt_buildadd / _bt_uppershutdown.
-    assert nbtsort_layout(5, 2) == [[1, 2, 4, 5, 8], [3, 6, 9], [7, 10], [11]]
+    # 5 leaves, 3 items per full inner page: worked through _bt_buildadd / _bt_uppershutdown.
+    # Leaf 4 (block 6) makes the downlink to leaf 3 overflow level-1 page 3: page 7 is allocated,
+    # then the root 8; leaf 2's downlink moves from page 3 to page 7, which then takes leaf 3's.
+    assert nbtsort_layout(5, 3) == [[1, 2, 4, 5, 6], [3, 7], [8]]
     assert nbtsort_layout(1, 10) == [[1]]
     assert nbtsort_layout(2, 10) == [[1, 2], [3]]
     assert nbtsort_layout(0, 10) == []
+    with pytest.raises(SettingError, match=r"fanout = 2 is invalid: allowed 3\.\.4096"):
+        nbtsort_layout(5, 2)
+
+
+def test_nbtsort_inner_pages_as_measured_on_postgresql_18() -> None:
+    # A 2,745-page int4 btree (1,000,050 keys): bt_index_check on 18.6 reads its level-1 pages at
+    # these blocks. Every inner page after the first takes one downlink fewer, because the split
+    # moves the full page's last item onto the new page.
+    levels = nbtsort_layout(2733, btree_items_per_page(4, 70))
+    assert [len(lv) for lv in levels] == [2733, 10, 1]
+    assert levels[1] == [3, 289, 575, 860, 1145, 1430, 1715, 2000, 2285, 2570]
+    assert levels[2] == [290]
+
+
+def _simulated_children(nleaves: int, fanout: int) -> list[list[list[int]]]:
+    """Per level above the leaves, each page's children positions, by replaying the build item
+    by item (a full page hands its last item to the new page)."""
+    pages: list[list[list[int]]] = [[[i] for i in range(nleaves)]]
+    while len(pages[-1]) > 1:
+        below = len(pages[-1])
+        level: list[list[int]] = [[]]
+        for child in range(below):
+            if len(level[-1]) == fanout:
+                level.append([level[-1].pop()])
+            level[-1].append(child)
+        pages.append(level)
+    return pages[1:]
 
 
 @settings(max_examples=40, deadline=None)
-@given(nleaves=st.integers(1, 3000), fanout=st.integers(2, 300))
+@given(nleaves=st.integers(1, 3000), fanout=st.integers(3, 300))
 def test_nbtsort_layout_is_a_tree(nleaves: int, fanout: int) -> None:
     levels = nbtsort_layout(nleaves, fanout)
     flat = [b for lv in levels for b in lv]
     assert sorted(flat) == list(range(1, len(flat) + 1))
     assert len(levels[0]) == nleaves and len(levels[-1]) == 1
     assert len(levels) == tree_height(nleaves, fanout)
-    for below, above in itertools.pairwise(levels):
-        assert len(above) == -(-len(below) // fanout)
-    # A parent page is allocated after its first child.
-    for lv in range(1, len(levels)):
-        for i, b in enumerate(levels[lv]):
-            assert b > levels[lv - 1][i * fanout]
+    simulated = _simulated_children(nleaves, fanout)
+    for lv, (below, above) in enumerate(itertools.pairwise(levels)):
+        assert len(above) == parent_pages(len(below), fanout) == len(simulated[lv])
+        # A parent page is allocated after its first child.
+        for i, b in enumerate(above):
+            assert b > below[simulated[lv][i][0]]
+
+
+@settings(max_examples=25, deadline=None)
+@given(nleaves=st.integers(2, 400), fanout=st.integers(3, 12), data=st.data())
+def test_btree_descent_follows_the_downlinks(nleaves: int, fanout: int, data: st.DataObject) -> None:
+    # Descents and each inner page's children agree with the item-by-item build, 3+ levels too.
+    sr = _build(
+        RelationSpec(
+            nblocks=nleaves, tuples_per_page=2, indexes=(IndexSpec(leaf_pages=nleaves, fanout=fanout),)
+        )
+    )
+    bt = sr.index_content()
+    simulated = _simulated_children(nleaves, fanout)
+    for lv in range(1, bt.levels):
+        for pos, block in enumerate(bt.level_blocks[lv]):
+            children = bt.page(MAIN, int(block)).children
+            assert children is not None
+            assert list(children) == [int(bt.level_blocks[lv - 1][c]) for c in simulated[lv - 1][pos]]
+    leaf = data.draw(st.integers(0, nleaves - 1))
+    path = bt.descent(leaf)
+    assert path[0] == bt.root_block and path[-1] == bt.leaf_block(leaf) and len(path) == bt.levels
+    for parent, child in itertools.pairwise(path):
+        children = bt.page(MAIN, parent).children
+        assert children is not None and child in list(children)
 
 
 def test_btree_covers_every_line_pointer_once() -> None:
@@ -379,7 +433,7 @@ def test_btree_structure_and_correlation() -> None:
     assert bt.nleaves == -(-1000 * 61 // 366)
     root = bt.page(MAIN, bt.root_block)
     assert root.is_root and root.kind == "root" and bt.levels == 2
-    assert list(root.children) == list(bt.level_blocks[0][: bt.fanout])
+    assert list(root.children) == list(bt.level_blocks[0])
     # correlation 1: TIDs in heap order.
     b, o = bt.heap_tids_of_ranks(0, 1000 * 61)
     assert np.all(np.diff(b * 1000 + o) > 0)
