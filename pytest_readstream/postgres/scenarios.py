@@ -60,7 +60,9 @@ class Scenario:
 
     ``target`` names the relation whose resident main-fork blocks form the compared block set
     (``None``: the table); ``answer_keys`` are answer fields that must also be equal;
-    ``reason`` names an entry of :data:`REASONS` when exact agreement is impossible.
+    ``reason`` names an entry of :data:`REASONS` when exact agreement is impossible;
+    ``relation_reads`` also compares each relation's blocks read (``pg_statio``: fetched −
+    hit, every fork together) for scenarios whose point is a read ``pg_stat_io`` does not show.
     """
 
     name: str
@@ -73,6 +75,7 @@ class Scenario:
     reason: str | None = None
     fast: bool = False
     note: str = ""
+    relation_reads: bool = False
 
     @property
     def server_key(self) -> tuple[Any, ...]:
@@ -159,6 +162,10 @@ RELATIONS: dict[str, RelationSpec] = {
     ),
     # 4,425 blocks of 226 rows: 1,000,050 int4 keys, a 2,745-page btree of three levels whose
     # inner pages after the first each take one downlink fewer (nbtsort.c moves the last item).
+    # Never vacuumed: the first VACUUM creates the visibility map by extending it.
+    "fresh": RelationSpec(
+        name="fresh", nblocks=10_005, tuples_per_page=3, tuple_width=2000, vacuumed=False, seed=43
+    ),
     "btree3": RelationSpec(name="bt3", nblocks=4425, tuple_width=5, indexes=(IndexSpec("btree"),), seed=42),
 }
 
@@ -533,12 +540,20 @@ def _fidelity_issue() -> list[Scenario]:
     """The model misses the fidelity issue (14) lists, each a scenario the fix made agree."""
     return [
         Scenario(
+            "vacuum-first-creates-vm",
+            "vacuum",
+            RELATIONS["fresh"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            relation_reads=True,
+            note="vm_extend's new page is an extension (ExtendBufferedRelTo), not a block read",
+        ),
+        Scenario(
             "indexscan-3-level",
             "indexscan",
             RELATIONS["btree3"],
             params={"key_start": 0.75, "selectivity": 0.001},
             answer_keys=("rows", "tid_digest"),
-            note="the descent reads level-1 page 7 of 10 (block 2000; 2006 if every inner page "
+            note="the descent reads level-1 page 8 of 10 (block 2000; 2006 if every inner page "
             "took fanout downlinks) and leaves numbered after it",
         ),
     ]
