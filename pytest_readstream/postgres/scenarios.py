@@ -536,6 +536,50 @@ def _more() -> list[Scenario]:
     ]
 
 
+_CURSOR_KEYS = ("rows", "rows_per_command", "pins_per_command")
+_CURSOR_SCRIPTS = {
+    # Forward, back over a direction change, forward again, then the portal's absolute moves:
+    # MOVE ABSOLUTE far ahead moves relative, FETCH ABSOLUTE -10 runs to the end first.
+    "mixed": "FETCH 300; FETCH BACKWARD 200; FETCH FORWARD 50; MOVE ABSOLUTE 1000; "
+    "FETCH ABSOLUTE -10; FETCH BACKWARD 5; FETCH ALL; FETCH BACKWARD 7; CLOSE",
+    # FETCH ABSOLUTE near the start rewinds (heap_rescan); MOVE BACKWARD ALL rewinds too.
+    "rewind": "FETCH 600; FETCH ABSOLUTE 100; FETCH PRIOR; FETCH 0; MOVE BACKWARD ALL; FETCH NEXT; "
+    "FETCH RELATIVE 40; FETCH RELATIVE -3; FETCH LAST; FETCH FIRST; COMMIT",
+    # Backward from the end of a ring-sized table, one-block reads; a ROLLBACK drops the pins.
+    "backward-ring": "FETCH 4500; FETCH BACKWARD 3000; MOVE FORWARD 200; FETCH BACKWARD 10; ROLLBACK",
+    # A ROLLBACK with the look-ahead in flight: nothing drained, the issued reads complete.
+    "rollback": "FETCH 1000; ROLLBACK",
+    "from-the-end": "FETCH LAST; FETCH BACKWARD 2500; FETCH 30; MOVE FORWARD ALL; FETCH BACKWARD 3; CLOSE",
+}
+
+
+def _cursor_scenarios() -> list[Scenario]:
+    """Scroll cursors in both directions (fidelity issue item 4), io_method sync and worker."""
+    out = []
+    for method in ("sync", "worker"):
+        for name, relation, script in (
+            ("mixed", "small", "mixed"),
+            ("rewind", "small", "rewind"),
+            ("backward-ring", "bulk", "backward-ring"),
+            ("from-the-end", "bulk", "from-the-end"),
+            ("rollback", "small", "rollback"),
+        ):
+            out.append(
+                Scenario(
+                    f"cursor-{name}-{method}",
+                    "cursor",
+                    RELATIONS[relation],
+                    {"io_method": method, **_NO_SYNC},
+                    params={"commands": _CURSOR_SCRIPTS[script]},
+                    answer_keys=_CURSOR_KEYS,
+                    fast=(name, method) == ("mixed", "worker"),
+                    relation_reads=name == "rollback",
+                    note="pins: pages of the table pinned after each command",
+                )
+            )
+    return out
+
+
 def _fidelity_issue() -> list[Scenario]:
     """The model misses the fidelity issue (14) lists, each a scenario the fix made agree."""
     return [
@@ -547,6 +591,7 @@ def _fidelity_issue() -> list[Scenario]:
             relation_reads=True,
             note="vm_extend's new page is an extension (ExtendBufferedRelTo), not a block read",
         ),
+        *_cursor_scenarios(),
         Scenario(
             "indexscan-3-level",
             "indexscan",

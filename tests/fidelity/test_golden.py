@@ -47,7 +47,10 @@ def test_golden_document_describes_the_server() -> None:
 
     for record in doc["scenarios"]:
         assert "skipped" not in record, record["name"]
-        assert record["server"]["other_blocks_read"] == 0, record["name"]
+        # Negative only where pinned blocks were never read (see oracle.compare), and then the
+        # per-relation counters themselves are compared.
+        other = record["server"]["other_blocks_read"]
+        assert other == 0 or (other < 0 and "relation_reads" in record["server"]), record["name"]
         observed = record["server"]["settings"]
         wanted = Settings(**record["settings"])
         assert observed["server_version"] == doc["server"]["version"]
