@@ -209,6 +209,12 @@ def _check_supported(spec: Any) -> None:
             f"RelationSpec.empty = True ({spec.name!r}) cannot be built on a server: VACUUM of a "
             "table without pages creates no visibility map or free-space map forks"
         )
+    if spec.hot_per_page:
+        raise UnsupportedLayout(
+            f"RelationSpec.hot_per_page = {spec.hot_per_page} ({spec.name!r}) cannot be built on a "
+            "server by this builder: it writes rows with INSERT and deletes them, and makes no "
+            "HOT updates"
+        )
     kinds = [i.kind for i in spec.indexes]
     if "gist" in kinds:
         raise UnsupportedLayout(

@@ -166,6 +166,20 @@ RELATIONS: dict[str, RelationSpec] = {
     "fresh": RelationSpec(
         name="fresh", nblocks=10_005, tuples_per_page=3, tuple_width=2000, vacuumed=False, seed=43
     ),
+    # Every page given exactly (fidelity issue item 5): rows per page cycling 20, 12, 0, 25;
+    # 3 dead tuples on every 5th page; the VM in runs: 40 all-frozen, 40 all-visible-not-frozen,
+    # 20 neither (runs of 32 or more are skipped; an aggressive VACUUM reads the not-frozen ones).
+    "patterned": RelationSpec(
+        name="pat",
+        nblocks=1200,
+        tuples_per_page=("cycle", 20, 12, 0, 25),
+        tuple_width=200,
+        dead_every=5,
+        dead_per_page=3,
+        vm_cycle="F" * 40 + "V" * 40 + "-" * 20,
+        indexes=(IndexSpec("btree"),),
+        seed=44,
+    ),
     "btree3": RelationSpec(name="bt3", nblocks=4425, tuple_width=5, indexes=(IndexSpec("btree"),), seed=42),
 }
 
@@ -592,6 +606,29 @@ def _fidelity_issue() -> list[Scenario]:
             note="vm_extend's new page is an extension (ExtendBufferedRelTo), not a block read",
         ),
         *_cursor_scenarios(),
+        Scenario(
+            "vacuum-patterned",
+            "vacuum",
+            RELATIONS["patterned"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            relation_reads=True,
+            note="the runs of 40 all-visible pages are skipped; dead tuples every 5th page",
+        ),
+        Scenario(
+            "vacuum-patterned-freeze",
+            "vacuum",
+            RELATIONS["patterned"],
+            params={"freeze": True},
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            relation_reads=True,
+            note="aggressive: the all-visible-not-frozen pages are read too",
+        ),
+        Scenario(
+            "pgstattuple-patterned",
+            "pgstattuple",
+            RELATIONS["patterned"],
+            answer_keys=("table_len", "tuple_count", "dead_tuple_count"),
+        ),
         Scenario(
             "indexscan-3-level",
             "indexscan",

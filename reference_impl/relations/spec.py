@@ -8,13 +8,22 @@ what is allowed, so a hypothesis strategy or a typo fails at once and readably.
 Conventions (see ``docs/relations.md`` for the full semantics):
 
 * ``tuples_per_page`` is the number of line pointers (live + dead) on a page: an int, a
-  distribution ``("poisson", mean)`` / ``("uniform", lo, hi)`` drawn per page, or ``None`` to
-  derive it from ``tuple_width`` and ``fillfactor`` as ``INSERT`` would fill pages.
+  distribution ``("poisson", mean)`` / ``("uniform", lo, hi)`` drawn per page, ``("cycle", n0,
+  n1, ...)`` (block *b* has ``n[b mod k]``: rows per page given exactly), or ``None`` to derive it
+  from ``tuple_width`` and ``fillfactor`` as ``INSERT`` would fill pages.
 * ``dead_fraction``: each line pointer of a page that is not all-visible is a dead, unpruned
-  tuple with this probability (an all-visible page has no dead tuples).
+  tuple with this probability (an all-visible page has no dead tuples); ``dead_per_page`` gives
+  the count exactly instead, and ``dead_every = k`` keeps dead tuples to every k-th block (those
+  with ``b mod k = 0``).
+* ``hot_per_page``: of a page's dead tuples, this many are HOT-updated (``heapam.c``
+  ``heap_update`` on the same page): each has a live heap-only successor at the end of the page,
+  which no index lists; pruning turns the dead root into a redirect, so VACUUM removes it
+  without an LP_DEAD item (no index vacuuming for it).
 * ``all_visible_fraction`` / ``all_frozen_fraction`` (frozen ⊆ visible) lay out the visibility
   map by ``vm_pattern``: ``random`` (each block independently), ``prefix`` (the first blocks), or
-  ``runs`` (runs of ``vm_run_blocks`` blocks decided together).
+  ``runs`` (runs of ``vm_run_blocks`` blocks decided together); ``vm_cycle`` gives it exactly, one
+  character per block repeated: ``F`` all-visible and all-frozen, ``V`` all-visible but not
+  frozen, ``-`` neither.
 * ``vacuumed`` (VM and FSM forks exist, sized as VACUUM leaves them), ``empty`` (they exist but
   have zero length), ``unlogged`` (an init fork exists).
 """
@@ -66,9 +75,18 @@ def _check_bool(owner: str, name: str, value: Any) -> None:
         raise SettingError(f"{owner}.{name} = {value!r} is invalid: allowed True or False")
 
 
-def check_distribution(owner: str, name: str, value: Any, lo: int, hi: int) -> None:
-    """Validate an int in [lo, hi] or ``("poisson", mean)`` / ``("uniform", a, b)`` within it."""
-    allowed = f'an integer {lo}..{hi}, ("poisson", mean) or ("uniform", lo, hi)'
+def check_distribution(owner: str, name: str, value: Any, lo: int, hi: int, *, cycle: bool = False) -> None:
+    """Validate an int in [lo, hi] or ``("poisson", mean)`` / ``("uniform", a, b)`` within it
+    (and, with ``cycle``, ``("cycle", n0, n1, ...)``)."""
+    allowed = f'an integer {lo}..{hi}, ("poisson", mean) or ("uniform", lo, hi)' + (
+        ' or ("cycle", n0, n1, ...)' if cycle else ""
+    )
+    if cycle and isinstance(value, tuple) and value and value[0] == "cycle":
+        if len(value) < 2 or not all(_is_int(v) and lo <= v <= hi for v in value[1:]):
+            raise SettingError(
+                f"{owner}.{name} = {value!r} is invalid: a cycle lists one or more integers {lo}..{hi}"
+            )
+        return
     if _is_int(value):
         if not lo <= value <= hi:
             raise SettingError(f"{owner}.{name} = {value!r} is out of range: allowed {allowed}")
@@ -208,6 +226,10 @@ class RelationSpec:
     payload: bool = True
     hinted_fraction: float = 1.0
     vm_run_blocks: int = 64
+    dead_every: int | None = None
+    dead_per_page: int | None = None
+    hot_per_page: int = 0
+    vm_cycle: str | None = None
     _capacity: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -221,12 +243,14 @@ class RelationSpec:
         object.__setattr__(self, "_capacity", capacity)
         tpp = self.tuples_per_page
         if tpp is not None:
-            check_distribution(owner, "tuples_per_page", tpp, 0, MAX_HEAP_TUPLES_PER_PAGE)
+            check_distribution(owner, "tuples_per_page", tpp, 0, MAX_HEAP_TUPLES_PER_PAGE, cycle=True)
             top: int | None = None
             if isinstance(tpp, int):
                 top = tpp
             elif tpp[0] == "uniform":
                 top = int(tpp[2])
+            elif tpp[0] == "cycle":
+                top = max(int(v) for v in tpp[1:])
             if top is not None and top > capacity:
                 raise SettingError(
                     f"{owner}.tuples_per_page = {tpp!r} does not fit: at tuple_width = "
@@ -245,6 +269,42 @@ class RelationSpec:
                 f"{owner}.vm_pattern = {self.vm_pattern!r} is invalid: allowed {', '.join(VM_PATTERNS)}"
             )
         _check_int(owner, "vm_run_blocks", self.vm_run_blocks, 1, 1 << 24)
+        if self.dead_every is not None:
+            _check_int(owner, "dead_every", self.dead_every, 1, MAX_NBLOCKS)
+        if self.dead_per_page is not None:
+            _check_int(owner, "dead_per_page", self.dead_per_page, 0, MAX_HEAP_TUPLES_PER_PAGE)
+            if self.dead_fraction > 0:
+                raise SettingError(
+                    f"{owner}.dead_per_page = {self.dead_per_page!r} and dead_fraction = "
+                    f"{self.dead_fraction!r} both set the dead tuples of a page: give one"
+                )
+        if self.dead_every is not None and self.dead_per_page is None and self.dead_fraction == 0:
+            raise SettingError(
+                f"{owner}.dead_every = {self.dead_every!r} needs dead_per_page or dead_fraction "
+                "(how many tuples of those pages are dead)"
+            )
+        _check_int(owner, "hot_per_page", self.hot_per_page, 0, MAX_HEAP_TUPLES_PER_PAGE)
+        if self.hot_per_page and self.dead_per_page is None and self.dead_fraction == 0:
+            raise SettingError(
+                f"{owner}.hot_per_page = {self.hot_per_page!r} needs dead tuples: HOT-updated "
+                "tuples are dead ones (give dead_per_page or dead_fraction)"
+            )
+        if self.vm_cycle is not None:
+            if not isinstance(self.vm_cycle, str) or not self.vm_cycle or set(self.vm_cycle) - set("FV-"):
+                raise SettingError(
+                    f"{owner}.vm_cycle = {self.vm_cycle!r} is invalid: allowed a non-empty string of "
+                    "F (all-visible and all-frozen), V (all-visible only) and - (neither), one per block"
+                )
+            if self.all_visible_fraction or self.all_frozen_fraction or self.vm_pattern != "random":
+                raise SettingError(
+                    f"{owner}.vm_cycle = {self.vm_cycle!r} gives the visibility map exactly: leave "
+                    "all_visible_fraction, all_frozen_fraction and vm_pattern at their defaults"
+                )
+            if not self.vacuumed and set(self.vm_cycle) != {"-"}:
+                raise SettingError(
+                    f"{owner}.vm_cycle = {self.vm_cycle!r} needs vacuumed = True "
+                    "(without a visibility-map fork no page is all-visible)"
+                )
         for fname in ("vacuumed", "unlogged", "empty", "payload"):
             _check_bool(owner, fname, getattr(self, fname))
         if self.empty and not self.vacuumed:
@@ -283,6 +343,8 @@ class RelationSpec:
         if isinstance(tpp, int):
             return tpp
         if tpp[0] == "uniform" and tpp[1] == tpp[2]:
+            return int(tpp[1])
+        if tpp[0] == "cycle" and len(set(tpp[1:])) == 1:
             return int(tpp[1])
         return None
 

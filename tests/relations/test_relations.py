@@ -8,6 +8,7 @@ pointer has exactly one index entry).
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -536,3 +537,88 @@ def test_shapes() -> None:
     assert inst.relation("pgstattuple_thread").nblocks(ForkNumber.VM) == 1
     with pytest.raises(SettingError, match="allowed"):
         shape("nope")
+
+
+# --------------------------------------------------------------------------- exact page patterns
+def test_rows_per_page_dead_every_kth_page_and_vm_cycle_are_exact() -> None:
+    spec = RelationSpec(
+        nblocks=24,
+        tuples_per_page=("cycle", 5, 0, 7),
+        tuple_width=100,
+        dead_every=4,
+        dead_per_page=2,
+        vm_cycle="FV---V",
+        seed=3,
+    )
+    content = _build(spec).content
+    for b in range(24):
+        page = content.heap_page(b)
+        assert page.max_offset == (5, 0, 7)[b % 3]
+        mark = "FV---V"[b % 6]
+        empty = page.max_offset == 0
+        # VACUUM marks pages without line pointers all-visible and all-frozen whatever the cycle.
+        assert page.all_visible == (mark != "-" or empty)
+        assert page.all_frozen == (mark == "F" or empty)
+        expected_dead = min(2, page.max_offset) if b % 4 == 0 and not page.all_visible else 0
+        assert page.ndead == expected_dead, b
+    # All-visible but not frozen (the pages an aggressive VACUUM reads and a normal one skips):
+    # the V marks on pages with line pointers (blocks 1, 7, 13, 19 have none: all-frozen).
+    assert [b for b in range(24) if content.vm_status(b) == (True, False)] == [5, 11, 17, 23]
+
+
+def test_hot_updated_pages_need_no_index_vacuuming() -> None:
+    spec = RelationSpec(
+        name="t",
+        nblocks=40,
+        tuples_per_page=10,
+        dead_per_page=3,
+        hot_per_page=2,
+        indexes=(IndexSpec("btree"),),
+        seed=5,
+    )
+    sr = _build(spec)
+    page = sr.content.heap_page(7)
+    assert (page.ndead, page.nhot, page.nlive) == (3, 2, 7)
+    # The heap-only successors are the page's last offsets: live, and in no index.
+    assert set(page.dead_offsets.tolist()).isdisjoint({9, 10})
+    assert len(page.hot_offsets) == 2 and len(page.lpdead_offsets) == 1
+    bt = sr.index_content()
+    assert bt.entries.total == 40 * (10 - 2)
+    blocks, offsets = bt.heap_tids_of_ranks(0, bt.entries.total)
+    assert not np.any(offsets > 8) and np.bincount(blocks).tolist() == [8] * 40
+    res = _vacuum_result(spec)
+    # 3 dead tuples a page are removed, but only 1 a page leaves an LP_DEAD item for the index.
+    assert res["tuples_deleted"] == 120 and res["lpdead_items"] == 40
+    plain = _vacuum_result(spec.replace(hot_per_page=0))
+    assert plain["tuples_deleted"] == 120 and plain["lpdead_items"] == 120
+
+
+def _vacuum_result(spec: RelationSpec) -> dict[str, Any]:
+    from reference_impl import Settings
+    from reference_impl.scans import run_scan
+
+    inst = Instance(Settings(io_method="sync"), device="nvme")
+    srel = build_relation(inst, spec)
+    res = run_scan("vacuum", inst.backend(), srel.heap, index_cleanup="on")
+    assert res.error is None, res.error
+    return res.result
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"tuples_per_page": ("cycle",)}, "a cycle lists one or more integers"),
+        ({"tuples_per_page": ("cycle", 3, -1)}, "a cycle lists one or more integers"),
+        ({"dead_every": 0, "dead_per_page": 1}, "dead_every = 0 is out of range"),
+        ({"dead_every": 3}, "needs dead_per_page or dead_fraction"),
+        ({"dead_per_page": 2, "dead_fraction": 0.1}, "both set the dead tuples"),
+        ({"hot_per_page": 1}, "needs dead tuples"),
+        ({"vm_cycle": "FX"}, "vm_cycle = 'FX' is invalid"),
+        ({"vm_cycle": ""}, "vm_cycle = '' is invalid"),
+        ({"vm_cycle": "F-", "all_visible_fraction": 0.5}, "gives the visibility map exactly"),
+        ({"vm_cycle": "F-", "vacuumed": False}, "needs vacuumed = True"),
+    ],
+)
+def test_exact_pattern_fields_are_checked(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        RelationSpec(**{"nblocks": 10, "tuples_per_page": 5, **fields})
