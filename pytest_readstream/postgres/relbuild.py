@@ -222,11 +222,20 @@ def _check_supported(spec: Any) -> None:
             "does not give the model's page count (measured: 333 pages where the model has 234 "
             "for 61,020 entries), so the layouts would differ"
         )
-    if any(i.kind == "hash" and (i.buckets is not None or i.overflow != 0) for i in spec.indexes):
+    if any(
+        i.kind == "hash"
+        and (
+            i.buckets is not None
+            or (i.overflow != 0 and not (i.overflow == "build" and i.key_hash == "hashint4"))
+            or i.key_hash not in (None, "hashint4")
+        )
+        for i in spec.indexes
+    ):
         raise UnsupportedLayout(
             f"RelationSpec {spec.name!r}: a hash index's buckets and overflow pages follow from the "
-            "row count on a server (_hash_init at CREATE INDEX); give IndexSpec('hash') without "
-            "buckets/overflow"
+            "row count on a server (_hash_init at CREATE INDEX) and its int4 keys; give "
+            "IndexSpec('hash') without buckets/overflow, or with key_hash='hashint4' and "
+            "overflow='build' for the server's own layout"
         )
     if any(
         i.kind == "btree" and (i.levels or i.leaf_pages or i.fanout or i.keys_per_leaf or i.key_width)

@@ -180,6 +180,16 @@ RELATIONS: dict[str, RelationSpec] = {
         indexes=(IndexSpec("btree"),),
         seed=44,
     ),
+    # 885 blocks of 226 rows: 200,010 int4 keys, 768 hash buckets; with PostgreSQL's hashint4
+    # the 256 buckets below the split point take twice the keys and 52 of them overflow.
+    "hash_build": RelationSpec(
+        name="hashb",
+        nblocks=885,
+        tuple_width=5,
+        dead_fraction=0.1,
+        indexes=(IndexSpec("hash", key_hash="hashint4", overflow="build"),),
+        seed=45,
+    ),
     "btree3": RelationSpec(name="bt3", nblocks=4425, tuple_width=5, indexes=(IndexSpec("btree"),), seed=42),
 }
 
@@ -606,6 +616,21 @@ def _fidelity_issue() -> list[Scenario]:
             note="vm_extend's new page is an extension (ExtendBufferedRelTo), not a block read",
         ),
         *_cursor_scenarios(),
+        Scenario(
+            "vacuum-hash-real-layout",
+            "vacuum",
+            RELATIONS["hash_build"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            relation_reads=True,
+            note="10 % of rows deleted; the squeeze frees the overflow pages the server frees",
+        ),
+        Scenario(
+            "pgstathashindex-real-layout",
+            "pgstathashindex",
+            RELATIONS["hash_build"],
+            target="hashb_hash",
+            answer_keys=("bucket_pages", "overflow_pages", "bitmap_pages", "live_items", "dead_items"),
+        ),
         Scenario(
             "vacuum-patterned",
             "vacuum",

@@ -46,6 +46,7 @@ __all__ = ["RelationSpec", "IndexSpec", "TuplesPerPage", "INDEX_KINDS", "VM_PATT
 INDEX_KINDS = ("btree", "hash", "gist")
 VM_PATTERNS = ("random", "prefix", "runs")
 OVERFLOW_LAYOUTS = ("grouped", "interleaved")
+HASH_KEY_FUNCTIONS = ("hashint4", "hashint8")
 MAX_NBLOCKS = 0xFFFFFFFF  # MaxBlockNumber + 1
 _MAX_SEED = (1 << 63) - 1
 
@@ -120,8 +121,13 @@ class IndexSpec:
       ``key_width`` and ``fillfactor`` 90), ``levels`` (total levels, leaves included; picks the
       inner fan-out) or ``fanout`` (items an inner page holds when it fills, at least 3, default
       from fill factor 70; a split moves the last one to the new page, see ``nbtsort_layout``);
-    * hash: ``buckets`` (default as ``_hash_init`` sizes them), ``overflow`` (overflow pages per
-      bucket: an int, a distribution, or a tuple of one int per bucket), ``overflow_layout``
+    * hash: ``buckets`` (default as ``_hash_init`` sizes them), ``key_hash`` (``hashint4`` or
+      ``hashint8``: entries go to buckets by PostgreSQL's own hash of their key, the key rank, as
+      ``_hash_hashkey2bucket`` maps it; default: a synthetic uniform hash), ``overflow`` (overflow
+      pages per bucket: an int, a distribution, a tuple of one int per bucket, or ``"build"``:
+      as ``CREATE INDEX`` allocates them, ``_hash_doinsert`` in heap order adding an overflow page
+      (``_hash_addovflpage``) whenever a bucket's last page is full; needs ``key_hash``),
+      ``overflow_layout``
       (``grouped``: each bucket's chain in consecutive blocks; ``interleaved``: allocated in a
       seeded random order, as inserts after the build produce);
     * gist: ``pages`` (total, default from entries / ``keys_per_leaf``) and ``fanout``;
@@ -141,6 +147,7 @@ class IndexSpec:
     overflow: Any = 0
     overflow_layout: str = "grouped"
     pages: int | None = None
+    key_hash: str | None = None
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -151,11 +158,20 @@ class IndexSpec:
             raise SettingError(f"{owner}.name = {self.name!r} is invalid: allowed a non-empty string or None")
         own = {
             "btree": {"levels", "leaf_pages", "keys_per_leaf", "key_width", "fanout"},
-            "hash": {"buckets", "overflow", "overflow_layout"},
+            "hash": {"buckets", "overflow", "overflow_layout", "key_hash"},
             "gist": {"pages", "fanout", "keys_per_leaf", "key_width"},
         }[self.kind]
         defaults = {f.name: f.default for f in fields(self)}
-        for fname in ("levels", "leaf_pages", "keys_per_leaf", "key_width", "fanout", "buckets", "pages"):
+        for fname in (
+            "levels",
+            "leaf_pages",
+            "keys_per_leaf",
+            "key_width",
+            "fanout",
+            "buckets",
+            "pages",
+            "key_hash",
+        ):
             if fname not in own and getattr(self, fname) is not None:
                 raise SettingError(
                     f"{owner}.{fname} = {getattr(self, fname)!r} does not apply to a {self.kind} index"
@@ -183,8 +199,22 @@ class IndexSpec:
                 f"{owner}.overflow_layout = {self.overflow_layout!r} is invalid: "
                 f"allowed {', '.join(OVERFLOW_LAYOUTS)}"
             )
+        if self.key_hash is not None and self.key_hash not in HASH_KEY_FUNCTIONS:
+            raise SettingError(
+                f"{owner}.key_hash = {self.key_hash!r} is invalid: allowed {', '.join(HASH_KEY_FUNCTIONS)}"
+            )
         ov = self.overflow
-        if isinstance(ov, tuple) and ov and all(_is_int(v) for v in ov):
+        if ov == "build":
+            if self.key_hash is None:
+                raise SettingError(
+                    f"{owner}.overflow = 'build' needs key_hash: which bucket fills first follows "
+                    f"from the real hash of each key (allowed {', '.join(HASH_KEY_FUNCTIONS)})"
+                )
+            if self.overflow_layout != "grouped":
+                raise SettingError(
+                    f"{owner}.overflow = 'build' numbers the overflow pages itself: leave overflow_layout"
+                )
+        elif isinstance(ov, tuple) and ov and all(_is_int(v) for v in ov):
             if any(v < 0 or v > 32767 for v in ov):
                 raise SettingError(f"{owner}.overflow has a per-bucket count outside 0..32767: {ov!r}")
             if self.buckets is not None and len(ov) != self.buckets:

@@ -622,3 +622,98 @@ def _vacuum_result(spec: RelationSpec) -> dict[str, Any]:
 def test_exact_pattern_fields_are_checked(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(SettingError, match=message):
         RelationSpec(**{"nblocks": 10, "tuples_per_page": 5, **fields})
+
+
+# --------------------------------------------------------------------------- real hash layouts
+# hashint4 / hashint8 as a PostgreSQL 18.6 server returns them (SELECT hashint4(v), as int4).
+_SERVER_HASHINT4 = {
+    0: -272711505,
+    1: -1905060026,
+    2: 1134484726,
+    42: 1509752520,
+    -1: 385747274,
+    -2147483648: -1524351049,
+    2147483647: -96758253,
+    123456: 73968562,
+    200009: -1885086129,
+}
+_SERVER_HASHINT8 = {
+    0: -272711505,
+    1: -1905060026,
+    -1: 385747274,
+    42: 1509752520,
+    2**40 + 7: 2004417530,
+    -(2**40) - 7: 453467472,
+    2**63 - 1: -1524351049,
+    -(2**63): -96758253,
+}
+
+
+def test_hash_functions_are_postgresqls() -> None:
+    from reference_impl.relations.hashfuncs import hashint4, hashint8
+
+    for fn, table in ((hashint4, _SERVER_HASHINT4), (hashint8, _SERVER_HASHINT8)):
+        got = fn(list(table)).astype(np.int64)
+        signed = np.where(got >= 2**31, got - 2**32, got)
+        assert signed.tolist() == list(table.values())
+
+
+def test_hashkey_to_bucket_folds_above_maxbucket() -> None:
+    from reference_impl.relations.hashfuncs import hash_masks, hashkey_to_bucket
+
+    assert hash_masks(768) == (767, 1023, 511)
+    assert hash_masks(256) == (255, 511, 255)
+    assert hashkey_to_bucket([5, 767, 768, 1023, 1024 + 300], 768).tolist() == [5, 767, 256, 511, 300]
+
+
+@pytest.mark.parametrize(
+    ("nblocks", "width", "buckets", "overflow", "pages"),
+    [
+        # Measured on PostgreSQL 18.6 (docs/fidelity.md): CREATE INDEX ... USING hash (id).
+        (885, 5, 768, 52, 822),  # 200,010 int4 keys
+        (4425, 4, 3584, 512, 4098),  # 1,000,050 int4 keys
+    ],
+)
+def test_hash_build_layout_is_the_servers(
+    nblocks: int, width: int, buckets: int, overflow: int, pages: int
+) -> None:
+    spec = RelationSpec(
+        name="h",
+        nblocks=nblocks,
+        tuple_width=width,
+        indexes=(IndexSpec("hash", key_hash="hashint4", overflow="build"),),
+        seed=1,
+    )
+    h = _build(spec).index_content()
+    assert (h.nbuckets, int(h.overflow_counts.sum()), h.nblocks) == (buckets, overflow, pages)
+    # Only buckets below the split point (which take twice the keys) overflow, and every chain
+    # page but the last is full, in insertion order.
+    low = ((1 << buckets.bit_length()) - 1) >> 1  # lowmask
+    split_low = buckets - (low + 1)  # buckets split_low .. lowmask take hashes of two
+    assert set(np.flatnonzero(h.overflow_counts).tolist()) <= set(range(split_low, low + 1))
+    b = int(np.flatnonzero(h.overflow_counts)[0])
+    chain = h.chain(b)
+    sizes = [h.page(MAIN, blk).nentries for blk in chain]
+    assert sizes[:-1] == [407] * (len(chain) - 1) and 0 < sizes[-1] <= 407
+    assert sum(sizes) == len(h.bucket_ranks(b))
+    # Overflow pages are numbered in the order the build filled the buckets, not by bucket.
+    owners = [h.page(MAIN, blk).bucket for blk in range(buckets + 2, h.nblocks)]
+    assert owners != sorted(owners) or len(owners) < 2
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"key_hash": "hashtext"}, "key_hash = 'hashtext' is invalid: allowed hashint4, hashint8"),
+        ({"overflow": "build"}, "overflow = 'build' needs key_hash"),
+        (
+            {"key_hash": "hashint4", "overflow": "build", "overflow_layout": "interleaved"},
+            "numbers the overflow",
+        ),
+    ],
+)
+def test_hash_layout_fields_are_checked(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        IndexSpec("hash", **fields)
+    with pytest.raises(SettingError, match="does not apply to a btree index"):
+        IndexSpec("btree", key_hash="hashint4")
