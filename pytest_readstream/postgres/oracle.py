@@ -293,7 +293,14 @@ def _spec_dict(spec: Any) -> dict[str, Any]:
             continue
         v = getattr(spec, f.name)
         if f.name == "indexes":
-            v = [{"kind": i.kind, "correlation": i.correlation} for i in v]
+            v = [
+                {
+                    "kind": i.kind,
+                    "correlation": i.correlation,
+                    **({"descending": True} if i.descending else {}),
+                }
+                for i in v
+            ]
         elif isinstance(v, tuple):
             v = list(v)
         out[f.name] = v

@@ -179,8 +179,9 @@ def model_layout(spec: Any) -> ModelLayout:
     contents: list[Any] = [rel.content for rel in built.indexes.values()]
     permuted = [c for c in contents if c.entries.window > 1]
     if permuted and total:
-        # rank -> tuple number; the key of tuple h is its rank.
-        positions = permuted[0].entries.heap_positions(np.arange(total, dtype=np.int64))
+        # ascending rank -> tuple number; the key of tuple h is its ascending rank (a DESC index
+        # lists the same keys backwards).
+        positions = permuted[0].entries.ascending_positions(np.arange(total, dtype=np.int64))
         keys = np.empty(total, dtype=np.int64)
         keys[positions] = np.arange(total, dtype=np.int64)
     forks = {str(f.name).lower(): size for f, size in heap_fork_sizes(spec).items()}
@@ -427,8 +428,11 @@ def build_relation_on_server(
         for ispec in spec.indexes:
             iname = index_names[ispec.default_name(spec.name)]
             using = sql.SQL("hash") if ispec.kind == "hash" else sql.SQL("btree")
+            order = sql.SQL(" DESC" if ispec.descending else "")
             conn.execute(
-                sql.SQL("CREATE INDEX {} ON {} USING {} (id)").format(sql.Identifier(iname), ident, using)
+                sql.SQL("CREATE INDEX {} ON {} USING {} (id{})").format(
+                    sql.Identifier(iname), ident, using, order
+                )
             )
         if lay.dead_tids:
             pin = server._connect_raw(db.name)

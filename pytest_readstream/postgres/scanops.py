@@ -311,9 +311,14 @@ def _key_bounds(ctx: OpContext) -> tuple[int, int]:
     from reference_impl.scans._heapfetch import key_range
 
     total = int(ctx.built.layout.nitems.sum())
-    return key_range(
+    lo, hi = key_range(
         total, float(ctx.params.get("key_start", 0.0)), float(ctx.params.get("selectivity", 0.01))
     )
+    btrees = [i for i in ctx.built.spec.indexes if i.kind == "btree"]
+    if btrees and btrees[0].descending:
+        # Ranks [lo, hi) in DESC index order hold the keys T - hi .. T - lo - 1.
+        return total - hi, total - lo
+    return lo, hi
 
 
 def _index_prep(kind: str) -> Callable[[OpContext], None]:

@@ -190,6 +190,10 @@ RELATIONS: dict[str, RelationSpec] = {
         indexes=(IndexSpec("hash", key_hash="hashint4", overflow="build"),),
         seed=45,
     ),
+    # CREATE INDEX ... (id DESC): key rank 0 is the largest id, the last heap tuple.
+    "descending": RelationSpec(
+        name="idxd", nblocks=1000, tuple_width=100, indexes=(IndexSpec("btree", descending=True),), seed=46
+    ),
     "btree3": RelationSpec(name="bt3", nblocks=4425, tuple_width=5, indexes=(IndexSpec("btree"),), seed=42),
 }
 
@@ -653,6 +657,21 @@ def _fidelity_issue() -> list[Scenario]:
             "pgstattuple",
             RELATIONS["patterned"],
             answer_keys=("table_len", "tuple_count", "dead_tuple_count"),
+        ),
+        Scenario(
+            "indexscan-descending",
+            "indexscan",
+            RELATIONS["descending"],
+            params={"key_start": 0.2, "selectivity": 0.01},
+            answer_keys=("rows", "tid_digest"),
+            note="a DESC btree: the range's leaves and its heap pages, in descending heap order",
+        ),
+        Scenario(
+            "bitmapscan-descending",
+            "bitmapscan",
+            RELATIONS["descending"],
+            params={"key_start": 0.6, "selectivity": 0.05},
+            answer_keys=("rows", "tid_digest"),
         ),
         Scenario(
             "indexscan-3-level",

@@ -117,7 +117,8 @@ class IndexSpec:
     metapage, primary bucket pages, bitmap page, then overflow pages) and ``gistbuild.c`` (sorted
     build: root at block 0, children written before their parents).
 
-    * btree: ``leaf_pages`` (default: entries / ``keys_per_leaf``, which defaults from
+    * btree: ``descending`` (``CREATE INDEX ... (key DESC)``: key rank 0 is the largest key, so
+      with correlation 1 the index lists the heap backwards), ``leaf_pages`` (default: entries / ``keys_per_leaf``, which defaults from
       ``key_width`` and ``fillfactor`` 90), ``levels`` (total levels, leaves included; picks the
       inner fan-out) or ``fanout`` (items an inner page holds when it fills, at least 3, default
       from fill factor 70; a split moves the last one to the new page, see ``nbtsort_layout``);
@@ -148,6 +149,7 @@ class IndexSpec:
     overflow_layout: str = "grouped"
     pages: int | None = None
     key_hash: str | None = None
+    descending: bool = False
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -176,6 +178,9 @@ class IndexSpec:
                 raise SettingError(
                     f"{owner}.{fname} = {getattr(self, fname)!r} does not apply to a {self.kind} index"
                 )
+        _check_bool(owner, "descending", self.descending)
+        if self.descending and self.kind != "btree":
+            raise SettingError(f"{owner}.descending = True does not apply to a {self.kind} index")
         for fname in ("overflow", "overflow_layout"):
             if fname not in own and getattr(self, fname) != defaults[fname]:
                 raise SettingError(

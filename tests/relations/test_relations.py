@@ -717,3 +717,7 @@ def test_hash_layout_fields_are_checked(fields: dict[str, Any], message: str) ->
         IndexSpec("hash", **fields)
     with pytest.raises(SettingError, match="does not apply to a btree index"):
         IndexSpec("btree", key_hash="hashint4")
+    with pytest.raises(SettingError, match="descending = True does not apply to a hash index"):
+        IndexSpec("hash", descending=True)
+    with pytest.raises(SettingError, match="descending = 1 is invalid: allowed True or False"):
+        IndexSpec("btree", descending=1)
