@@ -663,7 +663,9 @@ def server_op(scan: str, params: dict[str, Any]) -> ServerOp:
 _AIO_PENDING = (
     "SELECT count(*) FROM pg_aios WHERE pid = %s AND state NOT IN ('COMPLETED_SHARED', 'COMPLETED_LOCAL')"
 )
-_AIO_POLLS = 2000  # at 5 ms a poll: a read that takes 10 s is a server problem, reported
+# Polls of pg_aios, 5 ms apart: a read still in flight after about a minute (even on a loaded
+# machine) is a server problem, reported with the backend's pid rather than waited for forever.
+_AIO_POLLS = 12_000
 
 
 def _wait_for_reads(ctx: OpContext) -> None:
