@@ -59,8 +59,19 @@ class HashContent(IndexContent):
         self.nbuckets = spec.buckets if spec.buckets is not None else hash_initial_buckets(total)
         self._assigned: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         built_owners: npt.NDArray[np.int64] | None = None
-        if spec.overflow == "build":
+        ov = spec.overflow
+        if ov == "build":
             built_owners = self._build_chains()
+            self.overflow_counts = np.bincount(built_owners, minlength=self.nbuckets).astype(np.int64)
+        elif isinstance(ov, tuple) and ov and ov[0] == "blocks":
+            # The numbering given: overflow page k (block B + 2 + k) belongs to bucket ov[k + 1]
+            # and follows that bucket's earlier overflow pages in its chain.
+            built_owners = np.asarray(ov[1:], dtype=np.int64)
+            if built_owners.size and int(built_owners.max()) >= self.nbuckets:
+                raise SettingError(
+                    f"IndexSpec.overflow names bucket {int(built_owners.max())} but the index has "
+                    f"{self.nbuckets} buckets: allowed 0..{self.nbuckets - 1}"
+                )
             self.overflow_counts = np.bincount(built_owners, minlength=self.nbuckets).astype(np.int64)
         else:
             self.overflow_counts = self._overflow_counts(spec, self.nbuckets, seed)

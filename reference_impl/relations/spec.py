@@ -125,7 +125,9 @@ class IndexSpec:
     * hash: ``buckets`` (default as ``_hash_init`` sizes them), ``key_hash`` (``hashint4`` or
       ``hashint8``: entries go to buckets by PostgreSQL's own hash of their key, the key rank, as
       ``_hash_hashkey2bucket`` maps it; default: a synthetic uniform hash), ``overflow`` (overflow
-      pages per bucket: an int, a distribution, a tuple of one int per bucket, or ``"build"``:
+      pages per bucket: an int, a distribution, a tuple of one int per bucket, ``("blocks", b0,
+      b1, ...)``: the bucket of each overflow page in block order (the numbering given exactly,
+      as a server's ``pageinspect`` shows it), or ``"build"``:
       as ``CREATE INDEX`` allocates them, ``_hash_doinsert`` in heap order adding an overflow page
       (``_hash_addovflpage``) whenever a bucket's last page is full; needs ``key_hash``),
       ``overflow_layout``
@@ -209,7 +211,23 @@ class IndexSpec:
                 f"{owner}.key_hash = {self.key_hash!r} is invalid: allowed {', '.join(HASH_KEY_FUNCTIONS)}"
             )
         ov = self.overflow
-        if ov == "build":
+        if isinstance(ov, tuple) and ov and ov[0] == "blocks":
+            owners = ov[1:]
+            if not all(_is_int(b) and b >= 0 for b in owners) or len(owners) > 32767:
+                raise SettingError(
+                    f"{owner}.overflow = {ov!r} is invalid: ('blocks', b0, b1, ...) lists the bucket "
+                    "(0 or more) of each overflow page in block order, at most 32767 of them"
+                )
+            if self.buckets is not None and owners and max(owners) >= self.buckets:
+                raise SettingError(
+                    f"{owner}.overflow names bucket {max(owners)} but buckets = {self.buckets}: "
+                    f"allowed 0..{self.buckets - 1}"
+                )
+            if self.overflow_layout != "grouped":
+                raise SettingError(
+                    f"{owner}.overflow = ('blocks', ...) numbers the overflow pages itself: leave overflow_layout"
+                )
+        elif ov == "build":
             if self.key_hash is None:
                 raise SettingError(
                     f"{owner}.overflow = 'build' needs key_hash: which bucket fills first follows "

@@ -256,7 +256,7 @@ class _Portal:
             self.scan = None
 
 
-def visible_pins(ctx: ScanContext, rel: Relation) -> int:
+def _visible_pins(ctx: ScanContext, rel: Relation) -> int:
     """Pages of ``rel`` this backend pins, as ``pg_buffercache`` shows them once its reads have
     completed: valid pages only (a staged ``sync`` read has not run, so its pages are not).
 
@@ -309,7 +309,7 @@ def cursor(
         else:
             portal.close()
         rows_per_command.append(n)
-        pins_per_command.append(visible_pins(ctx, rel))
+        pins_per_command.append(_visible_pins(ctx, rel))
     return {
         "rows": fetched,
         "rows_per_command": rows_per_command,

@@ -721,3 +721,24 @@ def test_hash_layout_fields_are_checked(fields: dict[str, Any], message: str) ->
         IndexSpec("hash", descending=True)
     with pytest.raises(SettingError, match="descending = 1 is invalid: allowed True or False"):
         IndexSpec("btree", descending=1)
+
+
+def test_hash_overflow_numbering_given_exactly() -> None:
+    # ("blocks", b0, b1, ...): overflow page k is block buckets + 2 + k and belongs to bucket b_k.
+    spec = RelationSpec(
+        name="h",
+        nblocks=50,
+        tuples_per_page=20,
+        indexes=(IndexSpec("hash", buckets=8, overflow=("blocks", 3, 1, 3, 7)),),
+        seed=1,
+    )
+    h = _build(spec).index_content()
+    assert h.nblocks == 1 + 8 + 1 + 4
+    assert (h.chain(3), h.chain(1), h.chain(7), h.chain(0)) == ([4, 10, 12], [2, 11], [8, 13], [1])
+    assert [h.page(MAIN, b).bucket for b in range(10, 14)] == [3, 1, 3, 7]
+    with pytest.raises(SettingError, match="names bucket 9 but buckets = 8"):
+        IndexSpec("hash", buckets=8, overflow=("blocks", 9))
+    with pytest.raises(SettingError, match=r"\('blocks', b0, b1, \.\.\.\) lists the bucket"):
+        IndexSpec("hash", overflow=("blocks", -1))
+    with pytest.raises(SettingError, match="names bucket 600 but the index has"):
+        _build(spec.replace(indexes=(IndexSpec("hash", overflow=("blocks", 600)),))).index_content()
