@@ -179,8 +179,9 @@ def model_layout(spec: Any) -> ModelLayout:
     contents: list[Any] = [rel.content for rel in built.indexes.values()]
     permuted = [c for c in contents if c.entries.window > 1]
     if permuted and total:
-        # rank -> tuple number; the key of tuple h is its rank.
-        positions = permuted[0].entries.heap_positions(np.arange(total, dtype=np.int64))
+        # ascending rank -> tuple number; the key of tuple h is its ascending rank (a DESC index
+        # lists the same keys backwards).
+        positions = permuted[0].entries.ascending_positions(np.arange(total, dtype=np.int64))
         keys = np.empty(total, dtype=np.int64)
         keys[positions] = np.arange(total, dtype=np.int64)
     forks = {str(f.name).lower(): size for f, size in heap_fork_sizes(spec).items()}
@@ -209,6 +210,12 @@ def _check_supported(spec: Any) -> None:
             f"RelationSpec.empty = True ({spec.name!r}) cannot be built on a server: VACUUM of a "
             "table without pages creates no visibility map or free-space map forks"
         )
+    if spec.hot_per_page:
+        raise UnsupportedLayout(
+            f"RelationSpec.hot_per_page = {spec.hot_per_page} ({spec.name!r}) cannot be built on a "
+            "server by this builder: it writes rows with INSERT and deletes them, and makes no "
+            "HOT updates"
+        )
     kinds = [i.kind for i in spec.indexes]
     if "gist" in kinds:
         raise UnsupportedLayout(
@@ -216,11 +223,20 @@ def _check_supported(spec: Any) -> None:
             "does not give the model's page count (measured: 333 pages where the model has 234 "
             "for 61,020 entries), so the layouts would differ"
         )
-    if any(i.kind == "hash" and (i.buckets is not None or i.overflow != 0) for i in spec.indexes):
+    if any(
+        i.kind == "hash"
+        and (
+            i.buckets is not None
+            or (i.overflow != 0 and not (i.overflow == "build" and i.key_hash == "hashint4"))
+            or i.key_hash not in (None, "hashint4")
+        )
+        for i in spec.indexes
+    ):
         raise UnsupportedLayout(
             f"RelationSpec {spec.name!r}: a hash index's buckets and overflow pages follow from the "
-            "row count on a server (_hash_init at CREATE INDEX); give IndexSpec('hash') without "
-            "buckets/overflow"
+            "row count on a server (_hash_init at CREATE INDEX) and its int4 keys; give "
+            "IndexSpec('hash') without buckets/overflow, or with key_hash='hashint4' and "
+            "overflow='build' for the server's own layout"
         )
     if any(
         i.kind == "btree" and (i.levels or i.leaf_pages or i.fanout or i.keys_per_leaf or i.key_width)
@@ -380,12 +396,16 @@ def build_relation_on_server(
         conn.execute("SET synchronize_seqscans = off")
         conn.execute("SET max_parallel_workers_per_gather = 0")
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(ident))
+        # STORAGE PLAIN in the column definition, not altered afterwards: a table with no
+        # toastable column gets no TOAST table (needs_toast_table), as the model has none. With
+        # one, a never-vacuumed table's first VACUUM also reads the TOAST index's metapage.
         conn.execute(
-            sql.SQL("CREATE {} {} (id int4, pad text) WITH (fillfactor = 100, " + NO_AUTOVACUUM + ")").format(
-                kind, ident
-            )
+            sql.SQL(
+                "CREATE {} {} (id int4, pad text STORAGE PLAIN) WITH (fillfactor = 100, "
+                + NO_AUTOVACUUM
+                + ")"
+            ).format(kind, ident)
         )
-        conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN pad SET STORAGE PLAIN").format(ident))
         if lay.nblocks:
             _insert_pages(conn, table, lay.nitems, 0, lay.keys, spec.tuple_width)
         if zero_pages.size:
@@ -408,8 +428,11 @@ def build_relation_on_server(
         for ispec in spec.indexes:
             iname = index_names[ispec.default_name(spec.name)]
             using = sql.SQL("hash") if ispec.kind == "hash" else sql.SQL("btree")
+            order = sql.SQL(" DESC" if ispec.descending else "")
             conn.execute(
-                sql.SQL("CREATE INDEX {} ON {} USING {} (id)").format(sql.Identifier(iname), ident, using)
+                sql.SQL("CREATE INDEX {} ON {} USING {} (id{})").format(
+                    sql.Identifier(iname), ident, using, order
+                )
             )
         if lay.dead_tids:
             pin = server._connect_raw(db.name)

@@ -20,6 +20,9 @@ pg_prewarm(_read/_prefetch) ``SELECT pg_prewarm('t', mode, fork, first, last)`` 
                                                                                   unstreamed
 verify_heapam              ``SELECT count(*) FROM verify_heapam('t', ...)``       streamed
 bt_index_check             ``SELECT bt_index_check('t_btree', heapallindexed)``   unstreamed
+cursor                     ``DECLARE c SCROLL CURSOR FOR SELECT 1 FROM t``, then  streamed
+                           the ``FETCH``/``MOVE`` commands, ``CLOSE``/``COMMIT``/
+                           ``ROLLBACK``
 =========================  =====================================================  ==========
 
 The scans a server cannot run by themselves are not offered: index bulk deletes
@@ -79,6 +82,7 @@ SERVER_VARIANTS: dict[str, str] = {
     "pg_prewarm_prefetch": "unstreamed",
     "verify_heapam": "streamed",
     "bt_index_check": "unstreamed",
+    "cursor": "streamed",
 }
 
 #: Scans of the model a server cannot run on their own, and why.
@@ -307,9 +311,14 @@ def _key_bounds(ctx: OpContext) -> tuple[int, int]:
     from reference_impl.scans._heapfetch import key_range
 
     total = int(ctx.built.layout.nitems.sum())
-    return key_range(
+    lo, hi = key_range(
         total, float(ctx.params.get("key_start", 0.0)), float(ctx.params.get("selectivity", 0.01))
     )
+    btrees = [i for i in ctx.built.spec.indexes if i.kind == "btree"]
+    if btrees and btrees[0].descending:
+        # Ranks [lo, hi) in DESC index order hold the keys T - hi .. T - lo - 1.
+        return total - hi, total - lo
+    return lo, hi
 
 
 def _index_prep(kind: str) -> Callable[[OpContext], None]:
@@ -643,6 +652,86 @@ def server_op(scan: str, params: dict[str, Any]) -> ServerOp:
         return _verify_heapam(params)
     if scan == "bt_index_check":
         return _bt_index_check(params)
+    if scan == "cursor":
+        return _cursor(params)
     raise UnsupportedLayout(
         f"scan {scan!r} is unknown to the server implementation: allowed {', '.join(sorted(SERVER_VARIANTS))}"
     )
+
+
+# The AIO handles of a backend whose read has not finished yet (pg_aios, PostgreSQL 18).
+_AIO_PENDING = (
+    "SELECT count(*) FROM pg_aios WHERE pid = %s AND state NOT IN ('COMPLETED_SHARED', 'COMPLETED_LOCAL')"
+)
+# Polls of pg_aios, 5 ms apart: a read still in flight after about a minute (even on a loaded
+# machine) is a server problem, reported with the backend's pid rather than waited for forever.
+_AIO_POLLS = 12_000
+
+
+def _wait_for_reads(ctx: OpContext) -> None:
+    """Poll until the measured backend has no read in flight (``io_method=worker``: a look-ahead
+    page shows in ``pg_buffercache`` once its read completed)."""
+    import time
+
+    db = ctx.session.database
+    pid = ctx.session.pid
+    for _ in range(_AIO_POLLS):
+        with db.server._guard("waiting for the cursor's reads"):
+            pending = int(db.observer().execute(_AIO_PENDING, (pid,)).fetchone()[0])  # type: ignore[index]
+        if pending == 0:
+            return
+        time.sleep(0.005)
+    raise RuntimeError(f"backend {pid} still has reads in flight after {_AIO_POLLS} polls of pg_aios")
+
+
+def _cursor(p: dict[str, Any]) -> ServerOp:
+    from reference_impl.scans.cursor import parse_commands
+
+    commands = parse_commands(str(p.get("commands", "FETCH ALL; CLOSE")))
+
+    def run(ctx: OpContext) -> dict[str, Any]:
+        from .observe import pinned_buffers
+
+        s = ctx.session
+        rows_per_command: list[int] = []
+        pins_per_command: list[int] = []
+        fetched = 0
+        s.execute("BEGIN")
+        try:
+            s.execute(sql.SQL("DECLARE readstream_c SCROLL CURSOR FOR SELECT 1 FROM {}").format(ctx.table))
+            for c in commands:
+                n = 0
+                if c.kind == "FETCH":
+                    n = len(s.execute(c.text + " IN readstream_c"))
+                    fetched += n
+                elif c.kind == "MOVE":
+                    n = _move(s, c.text + " IN readstream_c")
+                elif c.kind == "CLOSE":
+                    s.execute("CLOSE readstream_c")
+                    s.execute("COMMIT")
+                elif c.kind == "COMMIT":
+                    s.execute("COMMIT")
+                else:
+                    s.execute("ROLLBACK")
+                    # Under io_method=sync the abort leaves staged look-ahead buffers mapped but
+                    # invalid: the next eviction of the relation must repair them.
+                    s.server._note_abort()
+                _wait_for_reads(ctx)
+                rows_per_command.append(n)
+                pins_per_command.append(
+                    sum(1 for b in pinned_buffers(s, ctx.built.table) if b.fork == "main")
+                )
+        except BaseException:
+            _rollback(s)
+            raise
+        return {
+            "rows": fetched,
+            "rows_per_command": rows_per_command,
+            "pins_per_command": pins_per_command,
+            "commands": [c.text for c in commands],
+        }
+
+    # No warm-up on the relation itself: a cursor stopped early leaves a sync-scan position. A
+    # ROLLBACK under io_method=sync leaves mapped-but-invalid buffers: the relation is rebuilt.
+    rolls_back = any(c.kind == "ROLLBACK" for c in commands)
+    return ServerOp("cursor", run, warmable=False, mutates=rolls_back)

@@ -60,7 +60,9 @@ class Scenario:
 
     ``target`` names the relation whose resident main-fork blocks form the compared block set
     (``None``: the table); ``answer_keys`` are answer fields that must also be equal;
-    ``reason`` names an entry of :data:`REASONS` when exact agreement is impossible.
+    ``reason`` names an entry of :data:`REASONS` when exact agreement is impossible;
+    ``relation_reads`` also compares each relation's blocks read (``pg_statio``: fetched −
+    hit, every fork together) for scenarios whose point is a read ``pg_stat_io`` does not show.
     """
 
     name: str
@@ -73,6 +75,7 @@ class Scenario:
     reason: str | None = None
     fast: bool = False
     note: str = ""
+    relation_reads: bool = False
 
     @property
     def server_key(self) -> tuple[Any, ...]:
@@ -157,6 +160,41 @@ RELATIONS: dict[str, RelationSpec] = {
         vm_pattern="runs",
         seed=12,
     ),
+    # 4,425 blocks of 226 rows: 1,000,050 int4 keys, a 2,745-page btree of three levels whose
+    # inner pages after the first each take one downlink fewer (nbtsort.c moves the last item).
+    # Never vacuumed: the first VACUUM creates the visibility map by extending it.
+    "fresh": RelationSpec(
+        name="fresh", nblocks=10_005, tuples_per_page=3, tuple_width=2000, vacuumed=False, seed=43
+    ),
+    # Every page given exactly (fidelity issue item 5): rows per page cycling 20, 12, 0, 25;
+    # 3 dead tuples on every 5th page; the VM in runs: 40 all-frozen, 40 all-visible-not-frozen,
+    # 20 neither (runs of 32 or more are skipped; an aggressive VACUUM reads the not-frozen ones).
+    "patterned": RelationSpec(
+        name="pat",
+        nblocks=1200,
+        tuples_per_page=("cycle", 20, 12, 0, 25),
+        tuple_width=200,
+        dead_every=5,
+        dead_per_page=3,
+        vm_cycle="F" * 40 + "V" * 40 + "-" * 20,
+        indexes=(IndexSpec("btree"),),
+        seed=44,
+    ),
+    # 885 blocks of 226 rows: 200,010 int4 keys, 768 hash buckets; with PostgreSQL's hashint4
+    # the 256 buckets below the split point take twice the keys and 52 of them overflow.
+    "hash_build": RelationSpec(
+        name="hashb",
+        nblocks=885,
+        tuple_width=5,
+        dead_fraction=0.1,
+        indexes=(IndexSpec("hash", key_hash="hashint4", overflow="build"),),
+        seed=45,
+    ),
+    # CREATE INDEX ... (id DESC): key rank 0 is the largest id, the last heap tuple.
+    "descending": RelationSpec(
+        name="idxd", nblocks=1000, tuple_width=100, indexes=(IndexSpec("btree", descending=True),), seed=46
+    ),
+    "btree3": RelationSpec(name="bt3", nblocks=4425, tuple_width=5, indexes=(IndexSpec("btree"),), seed=42),
 }
 
 _NO_SYNC = {"synchronize_seqscans": False}
@@ -526,8 +564,129 @@ def _more() -> list[Scenario]:
     ]
 
 
+_CURSOR_KEYS = ("rows", "rows_per_command", "pins_per_command")
+_CURSOR_SCRIPTS = {
+    # Forward, back over a direction change, forward again, then the portal's absolute moves:
+    # MOVE ABSOLUTE far ahead moves relative, FETCH ABSOLUTE -10 runs to the end first.
+    "mixed": "FETCH 300; FETCH BACKWARD 200; FETCH FORWARD 50; MOVE ABSOLUTE 1000; "
+    "FETCH ABSOLUTE -10; FETCH BACKWARD 5; FETCH ALL; FETCH BACKWARD 7; CLOSE",
+    # FETCH ABSOLUTE near the start rewinds (heap_rescan); MOVE BACKWARD ALL rewinds too.
+    "rewind": "FETCH 600; FETCH ABSOLUTE 100; FETCH PRIOR; FETCH 0; MOVE BACKWARD ALL; FETCH NEXT; "
+    "FETCH RELATIVE 40; FETCH RELATIVE -3; FETCH LAST; FETCH FIRST; COMMIT",
+    # Backward from the end of a ring-sized table, one-block reads; a ROLLBACK drops the pins.
+    "backward-ring": "FETCH 4500; FETCH BACKWARD 3000; MOVE FORWARD 200; FETCH BACKWARD 10; ROLLBACK",
+    # A ROLLBACK with the look-ahead in flight: nothing drained, the issued reads complete.
+    "rollback": "FETCH 1000; ROLLBACK",
+    "from-the-end": "FETCH LAST; FETCH BACKWARD 2500; FETCH 30; MOVE FORWARD ALL; FETCH BACKWARD 3; CLOSE",
+}
+
+
+def _cursor_scenarios() -> list[Scenario]:
+    """Scroll cursors in both directions (fidelity issue item 4), io_method sync and worker."""
+    out = []
+    for method in ("sync", "worker"):
+        for name, relation, script in (
+            ("mixed", "small", "mixed"),
+            ("rewind", "small", "rewind"),
+            ("backward-ring", "bulk", "backward-ring"),
+            ("from-the-end", "bulk", "from-the-end"),
+            ("rollback", "small", "rollback"),
+        ):
+            out.append(
+                Scenario(
+                    f"cursor-{name}-{method}",
+                    "cursor",
+                    RELATIONS[relation],
+                    {"io_method": method, **_NO_SYNC},
+                    params={"commands": _CURSOR_SCRIPTS[script]},
+                    answer_keys=_CURSOR_KEYS,
+                    fast=(name, method) == ("mixed", "worker"),
+                    relation_reads=name == "rollback",
+                    note="pins: pages of the table pinned after each command",
+                )
+            )
+    return out
+
+
+def _fidelity_issue() -> list[Scenario]:
+    """The model misses the fidelity issue (14) lists, each a scenario the fix made agree."""
+    return [
+        Scenario(
+            "vacuum-first-creates-vm",
+            "vacuum",
+            RELATIONS["fresh"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            relation_reads=True,
+            note="vm_extend's new page is an extension (ExtendBufferedRelTo), not a block read",
+        ),
+        *_cursor_scenarios(),
+        Scenario(
+            "vacuum-hash-real-layout",
+            "vacuum",
+            RELATIONS["hash_build"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            relation_reads=True,
+            note="10 % of rows deleted; the squeeze frees the overflow pages the server frees",
+        ),
+        Scenario(
+            "pgstathashindex-real-layout",
+            "pgstathashindex",
+            RELATIONS["hash_build"],
+            target="hashb_hash",
+            answer_keys=("bucket_pages", "overflow_pages", "bitmap_pages", "live_items", "dead_items"),
+        ),
+        Scenario(
+            "vacuum-patterned",
+            "vacuum",
+            RELATIONS["patterned"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            relation_reads=True,
+            note="the runs of 40 all-visible pages are skipped; dead tuples every 5th page",
+        ),
+        Scenario(
+            "vacuum-patterned-freeze",
+            "vacuum",
+            RELATIONS["patterned"],
+            params={"freeze": True},
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            relation_reads=True,
+            note="aggressive: the all-visible-not-frozen pages are read too",
+        ),
+        Scenario(
+            "pgstattuple-patterned",
+            "pgstattuple",
+            RELATIONS["patterned"],
+            answer_keys=("table_len", "tuple_count", "dead_tuple_count"),
+        ),
+        Scenario(
+            "indexscan-descending",
+            "indexscan",
+            RELATIONS["descending"],
+            params={"key_start": 0.2, "selectivity": 0.01},
+            answer_keys=("rows", "tid_digest"),
+            note="a DESC btree: the range's leaves and its heap pages, in descending heap order",
+        ),
+        Scenario(
+            "bitmapscan-descending",
+            "bitmapscan",
+            RELATIONS["descending"],
+            params={"key_start": 0.6, "selectivity": 0.05},
+            answer_keys=("rows", "tid_digest"),
+        ),
+        Scenario(
+            "indexscan-3-level",
+            "indexscan",
+            RELATIONS["btree3"],
+            params={"key_start": 0.75, "selectivity": 0.001},
+            answer_keys=("rows", "tid_digest"),
+            note="the descent reads level-1 page 8 of 10 (block 2000; 2006 if every inner page "
+            "took fanout downlinks) and leaves numbered after it",
+        ),
+    ]
+
+
 SCENARIOS: tuple[Scenario, ...] = tuple(
-    _seq_matrix() + _sampling() + _maintenance() + _index_scans() + _more()
+    _seq_matrix() + _sampling() + _maintenance() + _index_scans() + _more() + _fidelity_issue()
 )
 
 

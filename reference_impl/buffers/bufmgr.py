@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelUsageError, NoUnpinnedBuffers, PinLeakError, QueryCanceled
-from ..stats import BackendStats, ReadRecord
+from ..stats import BackendStats, ReadRecord, RelationStats
 from ..storage.relation import FORK_NAMES, RELSEG_SIZE, ForkNumber, Relation
 from .pool import (
     BM_DIRTY,
@@ -830,6 +830,37 @@ class Backend:
             # (``abort``) releases it, as the resource owner does in PostgreSQL.
             self.wait_read_buffers(op)
         return slot[0]
+
+    def extend_buffered_rel_to(
+        self,
+        rel: Relation,
+        fork: ForkNumber,
+        extend_to: int,
+        strategy: BufferAccessStrategy | None = None,
+    ) -> int:
+        """``ExtendBufferedRelTo``: grow ``fork`` to ``extend_to`` blocks and pin the last one.
+
+        The new pages are zero-filled by the extension itself, which ``pg_stat_io`` counts as
+        ``extends`` in the strategy's context. Nothing is read, so neither ``pg_stat_io`` reads nor
+        the relation's ``pg_statio`` blocks fetched/read count it (``ExtendBufferedRelCommon``
+        never calls ``pgstat_count_buffer_read``): a first VACUUM that creates the visibility map
+        reads exactly the table's and FSM's blocks. Only when the fork is already long enough
+        (another backend extended it) is the page read, through ``ReadBuffer_common``.
+        """
+        if extend_to < 1:
+            raise ModelUsageError(f"extend_to = {extend_to} is invalid: allowed 1..{0xFFFFFFFE}")
+        have = rel.nblocks(fork) if rel.exists(fork) else 0
+        if extend_to <= have:
+            return self.read_buffer(rel, extend_to - 1, fork, strategy, RBM_ZERO_ON_ERROR)
+        rel.set_nblocks(fork, extend_to)
+        self.stats.io[io_context_for_strategy(strategy)].extends += extend_to - have
+        # A throwaway counter: the pin of a page the extension created is no buffer fetch.
+        buf, found = self.pin_buffer_for_block(
+            rel, fork, extend_to - 1, strategy, io_context_for_strategy(strategy), RelationStats()
+        )
+        if not found:
+            self.pool.flags[buf] |= BM_VALID | BM_ZEROED
+        return buf
 
     def release_and_read_buffer(
         self,

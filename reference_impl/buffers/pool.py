@@ -232,6 +232,13 @@ class BufferPool:
             if not ioh.done:  # completion time reached but not yet polled by the heap order
                 self.complete_io(ioh)
 
+    def wait_for_owner(self, owner: int) -> None:
+        """Wait until every read backend ``owner`` issued has completed (what an observer
+        polling ``pg_aios`` for that backend waits for). Staged ``sync`` reads were never issued."""
+        for _, _, ioh in sorted(self._completions):
+            if ioh.owner == owner and not ioh.done:
+                self.wait_io(ioh)
+
     # ------------------------------------------------------------------------------ victims
     def strategy_get_buffer(self, strategy: BufferAccessStrategy | None) -> tuple[int, bool]:
         """``StrategyGetBuffer``: (buffer, came_from_ring)."""

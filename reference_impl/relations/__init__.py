@@ -35,7 +35,7 @@ Memory: a heap costs a bounded cache of chunks whatever its size; an index costs
 proportional to its own page count (and, for hash indexes, its entry count) once it is used.
 """
 
-from .btree import BTreeContent, nbtsort_layout, tree_height
+from .btree import BTreeContent, nbtsort_layout, parent_pages, tree_height
 from .build import SyntheticRelation, build_relation, heap_fork_sizes
 from .gist import GistContent, gist_sorted_layout
 from .hashindex import HashContent
@@ -78,6 +78,7 @@ __all__ = [
     "HashContent",
     "GistContent",
     "nbtsort_layout",
+    "parent_pages",
     "tree_height",
     "gist_sorted_layout",
     "heap_tuples_per_page",

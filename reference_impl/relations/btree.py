@@ -11,6 +11,14 @@ number is handed out in the order the build *allocates* pages (``btws_pages_allo
 * at the end (``_bt_uppershutdown``) the last page of each level gets its downlink, bottom up,
   and the single page left on the top level is the root.
 
+When ``_bt_buildadd`` finds an inner page full it does not start the new page empty: it moves
+the full page's last item onto the new page (it becomes the old page's high key there), and only
+then adds the item that did not fit. So an inner page holds ``fanout`` items when it fills, but
+every page except a level's last keeps ``fanout - 1`` downlinks, and every page after a level's
+first takes only ``fanout - 1`` *new* downlinks before it fills. Level-1 pages of a
+2,745-page int4 btree therefore sit at blocks 3, 289, 575, 860, 1145, ... (measured on 18.6), not
+at the 3, 289, 576, 862, 1148, ... a build without the move would give.
+
 So inner pages sit between leaves in physical order (block 3 is usually the first level-1 page),
 which is why an amcheck walk in logical order reads blocks out of ascending order, while a VACUUM
 bulk delete reads them physically. ``layout`` reproduces that allocation exactly for a given
@@ -33,7 +41,7 @@ from .index_common import IndexContent, IndexPage
 from .layout import btree_items_per_page
 from .spec import IndexSpec
 
-__all__ = ["BTreeContent", "nbtsort_layout", "tree_height"]
+__all__ = ["BTreeContent", "nbtsort_layout", "parent_pages", "tree_height"]
 
 _DEFAULT_KEY_WIDTH = 4
 _LEAF_FILLFACTOR = 90
@@ -44,8 +52,12 @@ def nbtsort_layout(nleaves: int, fanout: int, *, first_block: int = 1) -> list[l
     """Block numbers of each level's pages, left to right, in ``_bt_buildadd`` allocation order.
 
     Level 0 is the leaf level; the last level has one page, the root. ``first_block`` is the
-    first block the build allocates (1: after the btree metapage).
+    first block the build allocates (1: after the btree metapage). ``fanout`` is how many items
+    an inner page holds when it fills (at least 3, as in ``nbtsort.c``, where a page always holds
+    three items); the page split moves the last of them to the new page.
     """
+    if fanout < 3:
+        raise SettingError(f"btree fanout = {fanout} is invalid: allowed 3..4096 items per inner page")
     levels: list[list[int]] = []
     counts: list[int] = []
     alloc = first_block
@@ -66,7 +78,9 @@ def nbtsort_layout(nleaves: int, fanout: int, *, first_block: int = 1) -> list[l
             if level + 1 == len(levels):
                 new_page(level + 1)
             add_item(level + 1, fanout)
-            counts[level] = 1
+            # A leaf starts with the new item alone (``keys_per_leaf`` already counts what a
+            # leaf keeps); an inner page starts with the full page's last item moved onto it.
+            counts[level] = 1 if level == 0 else 2
         else:
             counts[level] += 1
 
@@ -79,6 +93,14 @@ def nbtsort_layout(nleaves: int, fanout: int, *, first_block: int = 1) -> list[l
     return levels
 
 
+def parent_pages(nchildren: int, fanout: int) -> int:
+    """Pages a level of ``nchildren`` downlinks takes: one page up to ``fanout`` downlinks, else
+    ``fanout - 1`` on every page but the last, which keeps 2 to ``fanout`` (see the module)."""
+    if nchildren <= fanout:
+        return 1
+    return -(-(nchildren - 1) // (fanout - 1))
+
+
 def tree_height(nleaves: int, fanout: int) -> int:
     """Levels (leaves included) a bottom-up build of ``nleaves`` leaves produces."""
     if nleaves <= 1:
@@ -86,7 +108,7 @@ def tree_height(nleaves: int, fanout: int) -> int:
     h = 1
     n = nleaves
     while n > 1:
-        n = -(-n // fanout)
+        n = parent_pages(n, fanout)
         h += 1
     return h
 
@@ -142,11 +164,11 @@ class BTreeContent(IndexContent):
             raise SettingError(
                 f"IndexSpec.levels = {levels} needs at least 2 leaves, the index has {nleaves}"
             )
-        fits = [f for f in range(2, max(preferred, 2) + 1) if tree_height(nleaves, f) == levels]
+        fits = [f for f in range(3, max(preferred, 3) + 1) if tree_height(nleaves, f) == levels]
         if not fits:
-            fits = [f for f in range(2, 4097) if tree_height(nleaves, f) == levels]
+            fits = [f for f in range(3, 4097) if tree_height(nleaves, f) == levels]
         if not fits:
-            most = tree_height(nleaves, 2)
+            most = tree_height(nleaves, 3)
             raise SettingError(
                 f"IndexSpec.levels = {levels} is impossible with {nleaves} leaves: allowed 2..{most}"
             )
@@ -182,11 +204,26 @@ class BTreeContent(IndexContent):
     def leaf_block(self, pos: int) -> int:
         return int(self.level_blocks[0][pos])
 
+    def parent_pos(self, level: int, pos: int) -> int:
+        """Position on level ``level + 1`` of the page holding the downlink to page ``pos`` of
+        ``level``: every page but a level's last keeps ``fanout - 1`` downlinks."""
+        return min(pos // (self.fanout - 1), len(self.level_blocks[level + 1]) - 1)
+
+    def _children_range(self, level: int, pos: int) -> tuple[int, int]:
+        """Positions on ``level - 1`` of the children of page ``pos`` of ``level``."""
+        per = self.fanout - 1
+        nchildren = len(self.level_blocks[level - 1])
+        last = pos == len(self.level_blocks[level]) - 1
+        return pos * per, nchildren if last else (pos + 1) * per
+
     def descent(self, leaf_pos: int) -> list[int]:
         """Blocks from the root down to leaf ``leaf_pos`` (``_bt_search``)."""
-        path = []
-        for lv in range(self.levels - 1, -1, -1):
-            path.append(int(self.level_blocks[lv][leaf_pos // self.fanout**lv]))
+        path = [int(self.level_blocks[0][leaf_pos])]
+        pos = leaf_pos
+        for lv in range(self.levels - 1):
+            pos = self.parent_pos(lv, pos)
+            path.append(int(self.level_blocks[lv + 1][pos]))
+        path.reverse()
         return path
 
     def logical_order(self) -> list[int]:
@@ -217,7 +254,8 @@ class BTreeContent(IndexContent):
                 nentries=n,
             )
         below = self.level_blocks[lv - 1]
-        children = below[pos * self.fanout : (pos + 1) * self.fanout].copy()
+        lo, hi = self._children_range(lv, pos)
+        children = below[lo:hi].copy()
         return IndexPage(
             self,
             block,

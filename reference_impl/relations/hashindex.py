@@ -15,6 +15,16 @@ Entries: every heap line pointer of the table as built goes to bucket ``mix(tupl
 hash of the key, uniform over buckets); a bucket's entries are spread evenly over its primary page
 and its overflow pages. The assignment is computed once, on first use, for the whole index (an
 index is sized by the heap it indexes, so this is proportional to what it describes).
+
+With ``key_hash`` (``hashint4``/``hashint8``) the bucket of an entry is PostgreSQL's own: the
+hash of its key (the key rank, which is the ``id`` a server's table holds) mapped by
+``_hash_hashkey2bucket``, so with a bucket count that is not a power of two the buckets below
+the split point take twice the keys. With ``overflow="build"`` the chains are those ``CREATE
+INDEX`` makes (``hashbuild`` inserts in heap order below its sort threshold of
+``maintenance_work_mem`` in blocks): a page takes ``HASH_ITEMS_PER_PAGE`` int4 entries
+(``PageGetFreeSpace`` must leave room for one more 16-byte tuple), the entry that finds its
+bucket's last page full makes ``_hash_addovflpage`` allocate the next overflow block (the first
+free bitmap bit), and each chain page holds its bucket's entries in insertion order.
 """
 
 from __future__ import annotations
@@ -30,9 +40,11 @@ from .layout import hash_initial_buckets
 from .mixing import mix64, seed_words
 from .spec import IndexSpec
 
-__all__ = ["HashContent", "HASH_INIT_FORK_BLOCKS"]
+__all__ = ["HashContent", "HASH_INIT_FORK_BLOCKS", "HASH_ITEMS_PER_PAGE"]
 
 HASH_INIT_FORK_BLOCKS = 4  # metapage, 2 buckets, bitmap page (_hash_init for 0 tuples)
+#: int4 (or int8 hash) entries a hash page takes: (8192 - 24 - 16 - 4) // 20 = 407.
+HASH_ITEMS_PER_PAGE = 407
 _MAX_OVERFLOW = 32767  # overflow bits one bitmap page tracks, minus the bitmap page itself
 
 
@@ -45,7 +57,24 @@ class HashContent(IndexContent):
         super().__init__(heap, spec, name, seed)
         total = self.entries.total
         self.nbuckets = spec.buckets if spec.buckets is not None else hash_initial_buckets(total)
-        self.overflow_counts = self._overflow_counts(spec, self.nbuckets, seed)
+        self._assigned: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
+        built_owners: npt.NDArray[np.int64] | None = None
+        ov = spec.overflow
+        if ov == "build":
+            built_owners = self._build_chains()
+            self.overflow_counts = np.bincount(built_owners, minlength=self.nbuckets).astype(np.int64)
+        elif isinstance(ov, tuple) and ov and ov[0] == "blocks":
+            # The numbering given: overflow page k (block B + 2 + k) belongs to bucket ov[k + 1]
+            # and follows that bucket's earlier overflow pages in its chain.
+            built_owners = np.asarray(ov[1:], dtype=np.int64)
+            if built_owners.size and int(built_owners.max()) >= self.nbuckets:
+                raise SettingError(
+                    f"IndexSpec.overflow names bucket {int(built_owners.max())} but the index has "
+                    f"{self.nbuckets} buckets: allowed 0..{self.nbuckets - 1}"
+                )
+            self.overflow_counts = np.bincount(built_owners, minlength=self.nbuckets).astype(np.int64)
+        else:
+            self.overflow_counts = self._overflow_counts(spec, self.nbuckets, seed)
         novfl = int(self.overflow_counts.sum())
         if novfl > _MAX_OVERFLOW:
             raise SettingError(
@@ -57,7 +86,9 @@ class HashContent(IndexContent):
         self.init_nblocks = HASH_INIT_FORK_BLOCKS
         # chain_blocks[b]: overflow blocks of bucket b in chain order.
         owners = np.repeat(np.arange(self.nbuckets, dtype=np.int64), self.overflow_counts)
-        if spec.overflow_layout == "interleaved" and owners.size > 1:
+        if built_owners is not None:
+            owners = built_owners
+        elif spec.overflow_layout == "interleaved" and owners.size > 1:
             rng = np.random.default_rng([seed & 0xFFFFFFFF, seed >> 32, 0x4F56])
             owners = owners[rng.permutation(owners.size)]
         self._owner = owners  # bucket owning overflow page k (block nbuckets + 2 + k)
@@ -68,7 +99,6 @@ class HashContent(IndexContent):
         # position of overflow page k within its bucket's chain (1-based; 0 = primary page)
         self._chain_pos = np.empty(owners.size, dtype=np.int64)
         self._chain_pos[order] = np.arange(owners.size) - starts[owners[order]] + 1
-        self._assigned: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
 
     @staticmethod
     def _overflow_counts(spec: IndexSpec, nbuckets: int, seed: int) -> npt.NDArray[np.int64]:
@@ -98,8 +128,36 @@ class HashContent(IndexContent):
         s, e = self._chain_start[bucket], self._chain_start[bucket + 1]
         return [self.bucket_block(bucket), *(int(b) for b in self._chain_blocks[s:e])]
 
+    def _build_chains(self) -> npt.NDArray[np.int64]:
+        """``CREATE INDEX``'s chains: each bucket's entries in heap (insertion) order, and the
+        bucket owning each overflow page in allocation order (see the module docstring)."""
+        from .hashfuncs import HASH_FUNCTIONS, hashkey_to_bucket
+
+        total = self.entries.total
+        ranks = np.arange(total, dtype=np.int64)
+        assert self.spec.key_hash is not None
+        buckets = hashkey_to_bucket(HASH_FUNCTIONS[self.spec.key_hash](ranks), self.nbuckets)
+        inserted = ranks[np.argsort(self.entries.heap_positions(ranks), kind="stable")]
+        ins_buckets = buckets[inserted]
+        order = np.argsort(ins_buckets, kind="stable")  # by bucket, insertion order within
+        starts = np.searchsorted(ins_buckets[order], np.arange(self.nbuckets + 1)).astype(np.int64)
+        within = np.empty(total, dtype=np.int64)
+        within[order] = np.arange(total, dtype=np.int64) - starts[ins_buckets[order]]
+        self._assigned = (inserted[order], starts)
+        # The entry that finds its bucket's last page full allocates the next overflow page.
+        allocating = np.flatnonzero((within > 0) & (within % HASH_ITEMS_PER_PAGE == 0))
+        return ins_buckets[allocating].astype(np.int64)
+
     def _assignment(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(ranks sorted by bucket, start index of each bucket) over all entries."""
+        if self._assigned is None and self.spec.key_hash is not None:
+            from .hashfuncs import HASH_FUNCTIONS, hashkey_to_bucket
+
+            ranks = np.arange(self.entries.total, dtype=np.int64)
+            buckets = hashkey_to_bucket(HASH_FUNCTIONS[self.spec.key_hash](ranks), self.nbuckets)
+            order = np.argsort(buckets, kind="stable")
+            starts = np.searchsorted(buckets[order], np.arange(self.nbuckets + 1))
+            self._assigned = (order, starts.astype(np.int64))
         if self._assigned is None:
             total = self.entries.total
             ranks = np.arange(total, dtype=np.int64)
@@ -120,8 +178,13 @@ class HashContent(IndexContent):
         chain = self.chain(bucket)
         ranks = self.bucket_ranks(bucket)
         npages = len(chain)
-        lo = pos * ranks.size // npages
-        hi = (pos + 1) * ranks.size // npages
+        if self.spec.overflow == "build":
+            # Filled in insertion order: every page but the last is full.
+            lo = min(pos * HASH_ITEMS_PER_PAGE, ranks.size)
+            hi = min((pos + 1) * HASH_ITEMS_PER_PAGE, ranks.size)
+        else:
+            lo = pos * ranks.size // npages
+            hi = (pos + 1) * ranks.size // npages
         mine = ranks[lo:hi]
         return IndexPage(
             self,

@@ -66,7 +66,8 @@ class HeapPage:
     """One heap page as ``heap_prepare_pagescan``/``heap_page_prune`` would see it (``bufpage.h``).
 
     ``max_offset`` line pointers (``PageGetMaxOffsetNumber``): ``nlive`` visible tuples and
-    ``ndead`` dead, unpruned ones; ``all_visible``/``all_frozen`` mirror the page's VM bits,
+    ``ndead`` dead, unpruned ones, of which ``nhot`` were HOT-updated (their live heap-only
+    successors are the page's last ``nhot`` offsets); ``all_visible``/``all_frozen`` mirror the page's VM bits,
     ``hinted`` says whether the tuples' hint bits are already set (a scan that must set them
     dirties the page), ``free_space`` is ``PageGetHeapFreeSpace``.
     """
@@ -80,6 +81,7 @@ class HeapPage:
         "all_frozen",
         "hinted",
         "tuple_len",
+        "nhot",
         "_content",
     )
 
@@ -92,11 +94,13 @@ class HeapPage:
         all_visible: bool,
         all_frozen: bool,
         hinted: bool,
+        nhot: int = 0,
     ) -> None:
         self._content = content
         self.block = block
         self.max_offset = nitems
         self.ndead = ndead
+        self.nhot = nhot
         self.nlive = nitems - ndead
         self.all_visible = all_visible
         self.all_frozen = all_frozen
@@ -111,7 +115,18 @@ class HeapPage:
     @property
     def dead_offsets(self) -> npt.NDArray[np.uint16]:
         """Offsets (ascending) of the dead, unpruned tuples."""
-        return self._content._dead_offsets(self.block, self.max_offset, self.ndead)
+        return self._content._dead_offsets(self.block, self.max_offset, self.ndead, self.nhot)
+
+    @property
+    def hot_offsets(self) -> npt.NDArray[np.uint16]:
+        """The HOT-updated dead tuples (the first ``nhot`` dead offsets): pruning makes each a
+        redirect to its heap-only successor, so VACUUM needs no LP_DEAD item for it."""
+        return self.dead_offsets[: self.nhot]
+
+    @property
+    def lpdead_offsets(self) -> npt.NDArray[np.uint16]:
+        """The dead tuples pruning turns into LP_DEAD items (index entries to remove)."""
+        return self.dead_offsets[self.nhot :]
 
     @property
     def live_offsets(self) -> npt.NDArray[np.uint16]:
@@ -190,7 +205,7 @@ def fsm_physical_to_logical(block: int) -> tuple[int, int]:
 
 
 class _Chunk:
-    __slots__ = ("nitems", "ndead", "visible", "frozen", "hinted")
+    __slots__ = ("nitems", "ndead", "visible", "frozen", "hinted", "nhot")
 
     def __init__(
         self,
@@ -199,12 +214,14 @@ class _Chunk:
         visible: npt.NDArray[np.bool_],
         frozen: npt.NDArray[np.bool_],
         hinted: npt.NDArray[np.bool_],
+        nhot: npt.NDArray[np.int64],
     ) -> None:
         self.nitems = nitems
         self.ndead = ndead
         self.visible = visible
         self.frozen = frozen
         self.hinted = hinted
+        self.nhot = nhot
 
 
 class HeapContent:
@@ -219,6 +236,7 @@ class HeapContent:
         self._chunk_cum: npt.NDArray[np.int64] | None = None
         self._faker: Any = None
         self._runs_key = seed_words(spec.seed, _RUNS_STREAM)
+        self._indexed_cum_cache: dict[int, npt.NDArray[np.int64]] = {}
 
     def bind(self, rel: Relation) -> None:
         """Attach the relation whose current fork sizes bound ``page()``."""
@@ -255,13 +273,20 @@ class HeapContent:
         fixed = self._fixed
         if fixed is not None:
             nitems = np.full(n, fixed, dtype=np.int64)
+        elif tpp[0] == "cycle":  # type: ignore[index]
+            counts = np.asarray(tpp[1:], dtype=np.int64)  # type: ignore[index]
+            nitems = counts[blocks % len(counts)]
         elif tpp[0] == "poisson":  # type: ignore[index]
             nitems = np.minimum(rng().poisson(float(tpp[1]), n), cap).astype(np.int64)  # type: ignore[index]
         else:
             nitems = rng().integers(int(tpp[1]), int(tpp[2]) + 1, n).astype(np.int64)  # type: ignore[index]
         avf = spec.all_visible_fraction
         aff = spec.all_frozen_fraction
-        if avf == 0.0:
+        if spec.vm_cycle is not None:
+            marks = np.frombuffer(spec.vm_cycle.encode(), dtype=np.uint8)[blocks % len(spec.vm_cycle)]
+            frozen = marks == ord("F")
+            visible = frozen | (marks == ord("V"))
+        elif avf == 0.0:
             visible = np.zeros(n, dtype=bool)
             frozen = visible
         elif spec.vm_pattern == "random":
@@ -283,22 +308,30 @@ class HeapContent:
             frozen = frozen | empty
         visible = visible & within
         frozen = frozen & within
-        if spec.dead_fraction > 0.0:
+        if spec.dead_per_page is not None:
+            ndead = np.minimum(nitems, spec.dead_per_page)
+            ndead = np.where(visible | ~within, 0, ndead).astype(np.int64)
+        elif spec.dead_fraction > 0.0:
             ndead = rng().binomial(nitems, spec.dead_fraction)
             ndead = np.where(visible | ~within, 0, ndead).astype(np.int64)
         else:
             ndead = np.zeros(n, dtype=np.int64)
+        if spec.dead_every is not None:
+            ndead = np.where(blocks % spec.dead_every == 0, ndead, 0)
+        # A HOT-updated tuple needs its live successor on the same page.
+        nhot = np.minimum(np.minimum(ndead, nitems - ndead), spec.hot_per_page)
         if spec.hinted_fraction >= 1.0:
             hinted = within.copy()
         else:
             hinted = (visible | (rng().random(n) < spec.hinted_fraction)) & within
-        return _Chunk(nitems, ndead, visible, frozen, hinted)
+        return _Chunk(nitems, ndead, visible, frozen, hinted, nhot)
 
-    def _dead_offsets(self, block: int, nitems: int, ndead: int) -> npt.NDArray[np.uint16]:
+    def _dead_offsets(self, block: int, nitems: int, ndead: int, nhot: int = 0) -> npt.NDArray[np.uint16]:
         if ndead == 0:
             return np.empty(0, dtype=np.uint16)
         rng = np.random.default_rng([self.spec.seed & 0xFFFFFFFF, self.spec.seed >> 32, _DEAD_STREAM, block])
-        picked = rng.choice(nitems, size=ndead, replace=False) + 1
+        # The last nhot offsets are the heap-only successors of the HOT-updated ones: live.
+        picked = rng.choice(nitems - nhot, size=ndead, replace=False) + 1
         return np.sort(picked).astype(np.uint16)
 
     # ------------------------------------------------------------------------------ pages
@@ -339,6 +372,7 @@ class HeapContent:
             bool(ch.visible[i]),
             bool(ch.frozen[i]),
             bool(ch.hinted[i]),
+            int(ch.nhot[i]),
         )
 
     def nlive(self, block: int) -> int:
@@ -422,12 +456,31 @@ class HeapContent:
         return int(cum[c]) + int(self._chunk(c).nitems[:i].sum())
 
     def total_entries(self) -> int:
-        """Line pointers of the table as built (``spec.nblocks`` blocks): what an index covers."""
+        """Line pointers of the table as built (``spec.nblocks`` blocks) that an index lists:
+        all of them but the heap-only tuples of HOT updates."""
+        if self.spec.hot_per_page:
+            return int(self._ensure_indexed_cum(-(-self.spec.nblocks // CHUNK_BLOCKS))[-1])
         return self.tuples_before(self.spec.nblocks)
 
+    def _indexed(self, c: int) -> npt.NDArray[np.int64]:
+        ch = self._chunk(c)
+        counts: npt.NDArray[np.int64] = ch.nitems - ch.nhot
+        if (c + 1) * CHUNK_BLOCKS > self.spec.nblocks:
+            counts = np.where(
+                np.arange(c * CHUNK_BLOCKS, (c + 1) * CHUNK_BLOCKS) < self.spec.nblocks, counts, 0
+            )
+        return counts
+
+    def _ensure_indexed_cum(self, nchunks: int) -> npt.NDArray[np.int64]:
+        totals = [int(self._indexed(c).sum()) for c in range(nchunks)]
+        return np.concatenate(([0], np.cumsum(np.asarray(totals, dtype=np.int64))))
+
     def entry_tids(self, h: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """(blocks, offsets) of tuple numbers ``h`` (heap order, dead tuples included)."""
+        """(blocks, offsets) of index entry numbers ``h`` (heap order, dead tuples included; with
+        HOT updates the heap-only tuples, each page's last ``nhot`` offsets, are skipped)."""
         hs = np.asarray(h, dtype=np.int64)
+        if self.spec.hot_per_page:
+            return self._indexed_tids(hs)
         fixed = self._fixed
         if fixed is not None:
             if fixed == 0:
@@ -442,6 +495,23 @@ class HeapContent:
             sel = chunk_of == c
             items = self._chunk(int(c)).nitems
             local_cum = np.concatenate(([0], np.cumsum(items)))
+            rel = hs[sel] - cum[c]
+            idx = np.searchsorted(local_cum, rel, side="right") - 1
+            blocks[sel] = int(c) * CHUNK_BLOCKS + idx
+            offsets[sel] = rel - local_cum[idx] + 1
+        return blocks, offsets
+
+    def _indexed_tids(self, hs: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        nchunks = -(-self.spec.nblocks // CHUNK_BLOCKS)
+        cum = self._indexed_cum_cache.get(nchunks)
+        if cum is None:
+            cum = self._indexed_cum_cache[nchunks] = self._ensure_indexed_cum(nchunks)
+        chunk_of = np.searchsorted(cum, hs, side="right") - 1
+        blocks = np.empty_like(hs)
+        offsets = np.empty_like(hs)
+        for c in np.unique(chunk_of):
+            sel = chunk_of == c
+            local_cum = np.concatenate(([0], np.cumsum(self._indexed(int(c)))))
             rel = hs[sel] - cum[c]
             idx = np.searchsorted(local_cum, rel, side="right") - 1
             blocks[sel] = int(c) * CHUNK_BLOCKS + idx

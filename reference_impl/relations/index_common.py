@@ -113,15 +113,28 @@ class IndexPage:
 
 
 class EntryMap:
-    """Key rank → heap tuple number → heap TID, for one index over one heap."""
+    """Key rank → heap tuple number → heap TID, for one index over one heap.
 
-    def __init__(self, heap: HeapContent, correlation: float, seed: int) -> None:
+    ``descending`` (a btree on ``key DESC``): rank *r* in index order is the tuple whose
+    ascending key rank is ``T − 1 − r``, so the keys themselves (a server table's ``id``) are
+    the ascending ranks either way.
+    """
+
+    def __init__(self, heap: HeapContent, correlation: float, seed: int, descending: bool = False) -> None:
         self.heap = heap
         self.total = heap.total_entries()
         self.window = max(1, round((1.0 - correlation) * self.total))
+        self.descending = descending
         self._key = seed_words(seed, 0x494E4458)
 
+    def ascending_positions(self, ranks: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Tuple numbers of ascending key ranks (the tuple whose key is ``r``)."""
+        return window_permutation(ranks, self.total, self.window, self._key)
+
     def heap_positions(self, ranks: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Tuple numbers of the entries at ranks ``ranks`` in index order."""
+        if self.descending:
+            return self.ascending_positions(self.total - 1 - np.asarray(ranks, dtype=np.int64))
         return window_permutation(ranks, self.total, self.window, self._key)
 
     def tids_of_ranks(self, ranks: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -141,7 +154,7 @@ class IndexContent:
         self.spec = spec
         self.name = name
         self.seed = seed
-        self.entries = EntryMap(heap, spec.correlation, seed)
+        self.entries = EntryMap(heap, spec.correlation, seed, spec.descending)
         self.rel: Relation | None = None
         self.nblocks = 0
         self.init_nblocks = 0

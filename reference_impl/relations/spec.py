@@ -8,13 +8,22 @@ what is allowed, so a hypothesis strategy or a typo fails at once and readably.
 Conventions (see ``docs/relations.md`` for the full semantics):
 
 * ``tuples_per_page`` is the number of line pointers (live + dead) on a page: an int, a
-  distribution ``("poisson", mean)`` / ``("uniform", lo, hi)`` drawn per page, or ``None`` to
-  derive it from ``tuple_width`` and ``fillfactor`` as ``INSERT`` would fill pages.
+  distribution ``("poisson", mean)`` / ``("uniform", lo, hi)`` drawn per page, ``("cycle", n0,
+  n1, ...)`` (block *b* has ``n[b mod k]``: rows per page given exactly), or ``None`` to derive it
+  from ``tuple_width`` and ``fillfactor`` as ``INSERT`` would fill pages.
 * ``dead_fraction``: each line pointer of a page that is not all-visible is a dead, unpruned
-  tuple with this probability (an all-visible page has no dead tuples).
+  tuple with this probability (an all-visible page has no dead tuples); ``dead_per_page`` gives
+  the count exactly instead, and ``dead_every = k`` keeps dead tuples to every k-th block (those
+  with ``b mod k = 0``).
+* ``hot_per_page``: of a page's dead tuples, this many are HOT-updated (``heapam.c``
+  ``heap_update`` on the same page): each has a live heap-only successor at the end of the page,
+  which no index lists; pruning turns the dead root into a redirect, so VACUUM removes it
+  without an LP_DEAD item (no index vacuuming for it).
 * ``all_visible_fraction`` / ``all_frozen_fraction`` (frozen ⊆ visible) lay out the visibility
   map by ``vm_pattern``: ``random`` (each block independently), ``prefix`` (the first blocks), or
-  ``runs`` (runs of ``vm_run_blocks`` blocks decided together).
+  ``runs`` (runs of ``vm_run_blocks`` blocks decided together); ``vm_cycle`` gives it exactly, one
+  character per block repeated: ``F`` all-visible and all-frozen, ``V`` all-visible but not
+  frozen, ``-`` neither.
 * ``vacuumed`` (VM and FSM forks exist, sized as VACUUM leaves them), ``empty`` (they exist but
   have zero length), ``unlogged`` (an init fork exists).
 """
@@ -37,6 +46,7 @@ __all__ = ["RelationSpec", "IndexSpec", "TuplesPerPage", "INDEX_KINDS", "VM_PATT
 INDEX_KINDS = ("btree", "hash", "gist")
 VM_PATTERNS = ("random", "prefix", "runs")
 OVERFLOW_LAYOUTS = ("grouped", "interleaved")
+HASH_KEY_FUNCTIONS = ("hashint4", "hashint8")
 MAX_NBLOCKS = 0xFFFFFFFF  # MaxBlockNumber + 1
 _MAX_SEED = (1 << 63) - 1
 
@@ -66,9 +76,18 @@ def _check_bool(owner: str, name: str, value: Any) -> None:
         raise SettingError(f"{owner}.{name} = {value!r} is invalid: allowed True or False")
 
 
-def check_distribution(owner: str, name: str, value: Any, lo: int, hi: int) -> None:
-    """Validate an int in [lo, hi] or ``("poisson", mean)`` / ``("uniform", a, b)`` within it."""
-    allowed = f'an integer {lo}..{hi}, ("poisson", mean) or ("uniform", lo, hi)'
+def check_distribution(owner: str, name: str, value: Any, lo: int, hi: int, *, cycle: bool = False) -> None:
+    """Validate an int in [lo, hi] or ``("poisson", mean)`` / ``("uniform", a, b)`` within it
+    (and, with ``cycle``, ``("cycle", n0, n1, ...)``)."""
+    allowed = f'an integer {lo}..{hi}, ("poisson", mean) or ("uniform", lo, hi)' + (
+        ' or ("cycle", n0, n1, ...)' if cycle else ""
+    )
+    if cycle and isinstance(value, tuple) and value and value[0] == "cycle":
+        if len(value) < 2 or not all(_is_int(v) and lo <= v <= hi for v in value[1:]):
+            raise SettingError(
+                f"{owner}.{name} = {value!r} is invalid: a cycle lists one or more integers {lo}..{hi}"
+            )
+        return
     if _is_int(value):
         if not lo <= value <= hi:
             raise SettingError(f"{owner}.{name} = {value!r} is out of range: allowed {allowed}")
@@ -98,11 +117,20 @@ class IndexSpec:
     metapage, primary bucket pages, bitmap page, then overflow pages) and ``gistbuild.c`` (sorted
     build: root at block 0, children written before their parents).
 
-    * btree: ``leaf_pages`` (default: entries / ``keys_per_leaf``, which defaults from
+    * btree: ``descending`` (``CREATE INDEX ... (key DESC)``: key rank 0 is the largest key, so
+      with correlation 1 the index lists the heap backwards), ``leaf_pages`` (default: entries / ``keys_per_leaf``, which defaults from
       ``key_width`` and ``fillfactor`` 90), ``levels`` (total levels, leaves included; picks the
-      inner fan-out) or ``fanout`` (downlinks per inner page, default from fill factor 70);
-    * hash: ``buckets`` (default as ``_hash_init`` sizes them), ``overflow`` (overflow pages per
-      bucket: an int, a distribution, or a tuple of one int per bucket), ``overflow_layout``
+      inner fan-out) or ``fanout`` (items an inner page holds when it fills, at least 3, default
+      from fill factor 70; a split moves the last one to the new page, see ``nbtsort_layout``);
+    * hash: ``buckets`` (default as ``_hash_init`` sizes them), ``key_hash`` (``hashint4`` or
+      ``hashint8``: entries go to buckets by PostgreSQL's own hash of their key, the key rank, as
+      ``_hash_hashkey2bucket`` maps it; default: a synthetic uniform hash), ``overflow`` (overflow
+      pages per bucket: an int, a distribution, a tuple of one int per bucket, ``("blocks", b0,
+      b1, ...)``: the bucket of each overflow page in block order (the numbering given exactly,
+      as a server's ``pageinspect`` shows it), or ``"build"``:
+      as ``CREATE INDEX`` allocates them, ``_hash_doinsert`` in heap order adding an overflow page
+      (``_hash_addovflpage``) whenever a bucket's last page is full; needs ``key_hash``),
+      ``overflow_layout``
       (``grouped``: each bucket's chain in consecutive blocks; ``interleaved``: allocated in a
       seeded random order, as inserts after the build produce);
     * gist: ``pages`` (total, default from entries / ``keys_per_leaf``) and ``fanout``;
@@ -122,6 +150,8 @@ class IndexSpec:
     overflow: Any = 0
     overflow_layout: str = "grouped"
     pages: int | None = None
+    key_hash: str | None = None
+    descending: bool = False
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -132,15 +162,27 @@ class IndexSpec:
             raise SettingError(f"{owner}.name = {self.name!r} is invalid: allowed a non-empty string or None")
         own = {
             "btree": {"levels", "leaf_pages", "keys_per_leaf", "key_width", "fanout"},
-            "hash": {"buckets", "overflow", "overflow_layout"},
+            "hash": {"buckets", "overflow", "overflow_layout", "key_hash"},
             "gist": {"pages", "fanout", "keys_per_leaf", "key_width"},
         }[self.kind]
         defaults = {f.name: f.default for f in fields(self)}
-        for fname in ("levels", "leaf_pages", "keys_per_leaf", "key_width", "fanout", "buckets", "pages"):
+        for fname in (
+            "levels",
+            "leaf_pages",
+            "keys_per_leaf",
+            "key_width",
+            "fanout",
+            "buckets",
+            "pages",
+            "key_hash",
+        ):
             if fname not in own and getattr(self, fname) is not None:
                 raise SettingError(
                     f"{owner}.{fname} = {getattr(self, fname)!r} does not apply to a {self.kind} index"
                 )
+        _check_bool(owner, "descending", self.descending)
+        if self.descending and self.kind != "btree":
+            raise SettingError(f"{owner}.descending = True does not apply to a {self.kind} index")
         for fname in ("overflow", "overflow_layout"):
             if fname not in own and getattr(self, fname) != defaults[fname]:
                 raise SettingError(
@@ -151,7 +193,7 @@ class IndexSpec:
             ("leaf_pages", 1, MAX_NBLOCKS - 1),
             ("keys_per_leaf", 1, 2048),
             ("key_width", 1, 2000),
-            ("fanout", 2, 4096),
+            ("fanout", 3 if self.kind == "btree" else 2, 4096),
             ("buckets", 2, 0x40000000),
             ("pages", 1, MAX_NBLOCKS - 1),
         ):
@@ -164,8 +206,38 @@ class IndexSpec:
                 f"{owner}.overflow_layout = {self.overflow_layout!r} is invalid: "
                 f"allowed {', '.join(OVERFLOW_LAYOUTS)}"
             )
+        if self.key_hash is not None and self.key_hash not in HASH_KEY_FUNCTIONS:
+            raise SettingError(
+                f"{owner}.key_hash = {self.key_hash!r} is invalid: allowed {', '.join(HASH_KEY_FUNCTIONS)}"
+            )
         ov = self.overflow
-        if isinstance(ov, tuple) and ov and all(_is_int(v) for v in ov):
+        if isinstance(ov, tuple) and ov and ov[0] == "blocks":
+            owners = ov[1:]
+            if not all(_is_int(b) and b >= 0 for b in owners) or len(owners) > 32767:
+                raise SettingError(
+                    f"{owner}.overflow = {ov!r} is invalid: ('blocks', b0, b1, ...) lists the bucket "
+                    "(0 or more) of each overflow page in block order, at most 32767 of them"
+                )
+            if self.buckets is not None and owners and max(owners) >= self.buckets:
+                raise SettingError(
+                    f"{owner}.overflow names bucket {max(owners)} but buckets = {self.buckets}: "
+                    f"allowed 0..{self.buckets - 1}"
+                )
+            if self.overflow_layout != "grouped":
+                raise SettingError(
+                    f"{owner}.overflow = ('blocks', ...) numbers the overflow pages itself: leave overflow_layout"
+                )
+        elif ov == "build":
+            if self.key_hash is None:
+                raise SettingError(
+                    f"{owner}.overflow = 'build' needs key_hash: which bucket fills first follows "
+                    f"from the real hash of each key (allowed {', '.join(HASH_KEY_FUNCTIONS)})"
+                )
+            if self.overflow_layout != "grouped":
+                raise SettingError(
+                    f"{owner}.overflow = 'build' numbers the overflow pages itself: leave overflow_layout"
+                )
+        elif isinstance(ov, tuple) and ov and all(_is_int(v) for v in ov):
             if any(v < 0 or v > 32767 for v in ov):
                 raise SettingError(f"{owner}.overflow has a per-bucket count outside 0..32767: {ov!r}")
             if self.buckets is not None and len(ov) != self.buckets:
@@ -207,6 +279,10 @@ class RelationSpec:
     payload: bool = True
     hinted_fraction: float = 1.0
     vm_run_blocks: int = 64
+    dead_every: int | None = None
+    dead_per_page: int | None = None
+    hot_per_page: int = 0
+    vm_cycle: str | None = None
     _capacity: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -220,12 +296,14 @@ class RelationSpec:
         object.__setattr__(self, "_capacity", capacity)
         tpp = self.tuples_per_page
         if tpp is not None:
-            check_distribution(owner, "tuples_per_page", tpp, 0, MAX_HEAP_TUPLES_PER_PAGE)
+            check_distribution(owner, "tuples_per_page", tpp, 0, MAX_HEAP_TUPLES_PER_PAGE, cycle=True)
             top: int | None = None
             if isinstance(tpp, int):
                 top = tpp
             elif tpp[0] == "uniform":
                 top = int(tpp[2])
+            elif tpp[0] == "cycle":
+                top = max(int(v) for v in tpp[1:])
             if top is not None and top > capacity:
                 raise SettingError(
                     f"{owner}.tuples_per_page = {tpp!r} does not fit: at tuple_width = "
@@ -244,6 +322,42 @@ class RelationSpec:
                 f"{owner}.vm_pattern = {self.vm_pattern!r} is invalid: allowed {', '.join(VM_PATTERNS)}"
             )
         _check_int(owner, "vm_run_blocks", self.vm_run_blocks, 1, 1 << 24)
+        if self.dead_every is not None:
+            _check_int(owner, "dead_every", self.dead_every, 1, MAX_NBLOCKS)
+        if self.dead_per_page is not None:
+            _check_int(owner, "dead_per_page", self.dead_per_page, 0, MAX_HEAP_TUPLES_PER_PAGE)
+            if self.dead_fraction > 0:
+                raise SettingError(
+                    f"{owner}.dead_per_page = {self.dead_per_page!r} and dead_fraction = "
+                    f"{self.dead_fraction!r} both set the dead tuples of a page: give one"
+                )
+        if self.dead_every is not None and self.dead_per_page is None and self.dead_fraction == 0:
+            raise SettingError(
+                f"{owner}.dead_every = {self.dead_every!r} needs dead_per_page or dead_fraction "
+                "(how many tuples of those pages are dead)"
+            )
+        _check_int(owner, "hot_per_page", self.hot_per_page, 0, MAX_HEAP_TUPLES_PER_PAGE)
+        if self.hot_per_page and self.dead_per_page is None and self.dead_fraction == 0:
+            raise SettingError(
+                f"{owner}.hot_per_page = {self.hot_per_page!r} needs dead tuples: HOT-updated "
+                "tuples are dead ones (give dead_per_page or dead_fraction)"
+            )
+        if self.vm_cycle is not None:
+            if not isinstance(self.vm_cycle, str) or not self.vm_cycle or set(self.vm_cycle) - set("FV-"):
+                raise SettingError(
+                    f"{owner}.vm_cycle = {self.vm_cycle!r} is invalid: allowed a non-empty string of "
+                    "F (all-visible and all-frozen), V (all-visible only) and - (neither), one per block"
+                )
+            if self.all_visible_fraction or self.all_frozen_fraction or self.vm_pattern != "random":
+                raise SettingError(
+                    f"{owner}.vm_cycle = {self.vm_cycle!r} gives the visibility map exactly: leave "
+                    "all_visible_fraction, all_frozen_fraction and vm_pattern at their defaults"
+                )
+            if not self.vacuumed and set(self.vm_cycle) != {"-"}:
+                raise SettingError(
+                    f"{owner}.vm_cycle = {self.vm_cycle!r} needs vacuumed = True "
+                    "(without a visibility-map fork no page is all-visible)"
+                )
         for fname in ("vacuumed", "unlogged", "empty", "payload"):
             _check_bool(owner, fname, getattr(self, fname))
         if self.empty and not self.vacuumed:
@@ -282,6 +396,8 @@ class RelationSpec:
         if isinstance(tpp, int):
             return tpp
         if tpp[0] == "uniform" and tpp[1] == tpp[2]:
+            return int(tpp[1])
+        if tpp[0] == "cycle" and len(set(tpp[1:])) == 1:
             return int(tpp[1])
         return None
 

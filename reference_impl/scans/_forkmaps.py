@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..buffers.bufmgr import RBM_ZERO_AND_LOCK, RBM_ZERO_ON_ERROR, Backend
+from ..buffers.bufmgr import RBM_ZERO_ON_ERROR, Backend
 from ..relations.layout import (
     FSM_SLOTS_PER_PAGE,
     HEAPBLOCKS_PER_VM_PAGE,
@@ -79,12 +79,10 @@ def _extend_and_pin(backend: Backend, rel: Relation, fork: ForkNumber, block: in
     """Extend ``fork`` to cover ``block`` and pin the new page without reading it.
 
     ``vm_extend``/``fsm_extend`` go through ``ExtendBufferedRelTo``: the zero-filled pages are
-    written by the extension, which ``pg_stat_io`` counts as ``extends``, never as reads.
+    written by the extension, which ``pg_stat_io`` counts as ``extends``, and neither
+    ``pg_stat_io`` nor the relation's ``pg_statio`` blocks read count a read.
     """
-    have = rel.nblocks(fork) if rel.exists(fork) else 0
-    rel.set_nblocks(fork, block + 1)
-    backend.stats.io["normal"].extends += block + 1 - have
-    return backend.read_buffer(rel, block, fork, None, RBM_ZERO_AND_LOCK)
+    return backend.extend_buffered_rel_to(rel, fork, block + 1)
 
 
 class VMBuffer:

@@ -67,6 +67,7 @@ class HeapPage:
         "all_frozen",
         "hinted",
         "tuple_len",
+        "nhot",
         "_src",
     )
 
@@ -76,11 +77,13 @@ class HeapPage:
         self.tuple_len = tuple_len
         if src is None:
             self.nlive, self.ndead, self.max_offset = 1, 0, 1
+            self.nhot = 0
             self.all_visible = self.all_frozen = False
             self.hinted = True
         else:
             self.nlive = int(src.nlive)
             self.ndead = int(src.ndead)
+            self.nhot = int(getattr(src, "nhot", 0))
             self.max_offset = int(src.max_offset)
             self.all_visible = bool(src.all_visible)
             self.all_frozen = bool(src.all_frozen)
@@ -91,6 +94,12 @@ class HeapPage:
         if self._src is None or self.ndead == 0:
             return np.empty(0, dtype=np.int64)
         return np.asarray(self._src.dead_offsets, dtype=np.int64)
+
+    @property
+    def lpdead_offsets(self) -> npt.NDArray[np.int64]:
+        """Dead tuples pruning leaves as LP_DEAD items: all but the HOT-updated ones (those
+        become redirects to their heap-only successors)."""
+        return self.dead_offsets[self.nhot :]
 
     @property
     def is_empty(self) -> bool:

@@ -27,6 +27,17 @@ the fidelity checks found to matter:
   which the seed patches target — applies the reviewed fix (``read_stream_set_strategy`` when a
   strategy is added; a new stream, with its larger queue, when one is removed).
 
+* **Direction.** The callback follows the scan direction (``rs_dir``): backward from the block
+  before the start block (or the last one), never reporting sync positions, and the first
+  backward block turns synchronized scanning off for the rest of the scan. ``fetch_page(dir)`` is
+  ``heap_fetch_next_buffer``: when the direction differs from the last page's, the look-ahead
+  position is set back to the current block and the stream is reset (its pending read is still
+  read, as 18.6 does), so reading resumes next to the current block in the new direction.
+  ``getnext(dir)`` is ``heapgettup_pagemode``: it continues on the current page first, so the
+  reset happens only when a page is left in the new direction. Falling off either end releases
+  the scan buffer and clears ``rs_inited``: a fetch in the other direction starts a fresh scan
+  from that end.
+
 The unstreamed variant reads each page with ``ReadBufferExtended`` and the scan's strategy, as
 ``heapgetpage`` did before PostgreSQL 17; block order, sync reporting and pins are the same.
 """
@@ -39,10 +50,14 @@ from typing import Any
 from ..buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_strategy
 from ..read_stream import READ_STREAM_SEQUENTIAL, READ_STREAM_USE_BATCHING, ReadStream
 from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
-from .base import ScanContext
+from .base import ScanContext, heap_page_live
 from .syncscan import SYNC_SCAN_REPORT_INTERVAL, SyncScanTable
 
-__all__ = ["HeapScan", "sync_scan_table"]
+__all__ = ["BACKWARD", "FORWARD", "HeapScan", "sync_scan_table"]
+
+#: ``ScanDirection`` values (``sdir.h``): a step through line pointers and blocks.
+FORWARD = 1
+BACKWARD = -1
 
 
 def sync_scan_table(instance: Any) -> SyncScanTable:
@@ -57,8 +72,9 @@ def sync_scan_table(instance: Any) -> SyncScanTable:
 class HeapScan:
     """``HeapScanDescData`` with ``heap_beginscan``/``initscan``/``heap_rescan``/``heap_endscan``.
 
-    ``pages()`` is the page loop of ``heapgettup_pagemode`` (``heap_fetch_next_buffer``); the
-    caller examines each page it yields and calls :meth:`store_tuple` when it returns a tuple.
+    ``pages()`` is the forward page loop of ``heapgettup_pagemode`` (``heap_fetch_next_buffer``);
+    the caller examines each page it yields and calls :meth:`store_tuple` when it returns a
+    tuple. ``fetch_page(dir)`` and ``getnext(dir)`` take a direction (cursors).
     """
 
     def __init__(
@@ -92,6 +108,10 @@ class HeapScan:
         self.cbuf = -1
         self.cblock = InvalidBlockNumber
         self.slot_buf = -1
+        self.dir = FORWARD
+        # heapgettup_pagemode's position on the current page: visible tuples, returned index.
+        self.ntuples = 0
+        self.cindex = 0
         self.stream: ReadStream | None = None
         self._initscan(keep_startblock=False)
         if streamed:
@@ -130,6 +150,12 @@ class HeapScan:
             self.startblock = 0
         self.numblocks = None
         self.inited = False
+        # initscan starts every scan forward: cursors go forward before they go backward.
+        self.dir = FORWARD
+        self.prefetch_block = InvalidBlockNumber
+        self.cblock = InvalidBlockNumber
+        self.ntuples = 0
+        self.cindex = 0
 
     def set_scan_limits(self, startblock: int, numblocks: int) -> None:
         """``heap_setscanlimits`` (TID range scans): a start block and a block count."""
@@ -138,13 +164,29 @@ class HeapScan:
 
     # ------------------------------------------------------------------------------ blocks
     def _initial_block(self) -> int:
-        """``heapgettup_initial_block`` (forward)."""
+        """``heapgettup_initial_block`` in the scan's direction."""
         if self.nblocks == 0 or self.numblocks == 0:
             return InvalidBlockNumber
-        return self.startblock
+        if self.dir == FORWARD:
+            return self.startblock
+        # A backward scan stops reporting sync positions: it would only confuse forward scans.
+        self.sync = False
+        if self.numblocks is not None:
+            return (self.startblock + self.numblocks - 1) % self.nblocks
+        if self.startblock > 0:
+            return self.startblock - 1
+        return self.nblocks - 1
 
     def _advance_block(self, block: int) -> int:
-        """``heapgettup_advance_block`` (forward)."""
+        """``heapgettup_advance_block`` in the scan's direction."""
+        if self.dir == BACKWARD:
+            if block == self.startblock:
+                return InvalidBlockNumber
+            if self.numblocks is not None:
+                self.numblocks -= 1
+                if self.numblocks == 0:
+                    return InvalidBlockNumber
+            return (self.nblocks if block == 0 else block) - 1
         block += 1
         if block >= self.nblocks:
             block = 0
@@ -170,8 +212,9 @@ class HeapScan:
             or block == self.startblock
             or self.numblocks is not None
             or (self.sync and block % SYNC_SCAN_REPORT_INTERVAL == 0)
+            or self.dir == BACKWARD
         ):
-            # The general path (wrap-around, sync reports, end, block limit).
+            # The general path (wrap-around, sync reports, end, block limit, backward).
             block = self._advance_block(self.prefetch_block)
         self.prefetch_block = block
         return block
@@ -204,6 +247,70 @@ class HeapScan:
         self.cbuf = -1
         self.cblock = InvalidBlockNumber
         self.inited = False
+
+    def fetch_page(self, direction: int) -> int:
+        """``heap_fetch_next_buffer``: the next page in ``direction`` pinned as ``rs_cbuf``.
+
+        Returns its block, or ``InvalidBlockNumber`` at the end of the scan (``heapgettup``'s
+        tail: no scan buffer, not initialised, so the next fetch starts the scan again).
+        """
+        be = self.backend
+        if self.cbuf >= 0:
+            be.release_buffer(self.cbuf)
+            self.cbuf = -1
+        if be.cancel_pending:
+            be.check_for_interrupts()
+        if direction != self.dir:
+            # Look ahead from the current block again, or the blocks between it and the
+            # look-ahead position would be read twice; the reset drains what was read ahead.
+            self.prefetch_block = self.cblock
+            if self.stream is not None:
+                self.stream.reset()
+        self.dir = direction
+        if self.stream is not None:
+            buf = self.stream.next_buffer()
+        else:
+            block = self._callback(None, None)
+            buf = (
+                -1
+                if block == InvalidBlockNumber
+                else be.read_buffer(self.rel, block, ForkNumber.MAIN, self.strategy)
+            )
+        if buf < 0:
+            self.cblock = InvalidBlockNumber
+            self.prefetch_block = InvalidBlockNumber
+            self.inited = False
+            return InvalidBlockNumber
+        self.cbuf = buf
+        self.cblock = be.pool.tag[buf] & 0xFFFFFFFF
+        return self.cblock
+
+    def getnext(self, direction: int, on_page: Any = None) -> bool:
+        """``heap_getnextslot`` over ``heapgettup_pagemode``: the next visible tuple in
+        ``direction`` into the slot, or False (and the slot cleared) at the end of the scan.
+
+        ``on_page(block)`` is called for every page the scan moves to (the scan's page work).
+        """
+        if self.inited and self.cbuf >= 0:
+            # Continue on the page of the last tuple returned.
+            index = self.cindex + direction
+            left = self.ntuples - index if direction == FORWARD else self.cindex
+            if left > 0:
+                self.cindex = index
+                self.store_tuple()
+                return True
+        while True:
+            block = self.fetch_page(direction)
+            if block == InvalidBlockNumber:
+                self.clear_slot()
+                return False
+            self.ntuples = heap_page_live(self.rel, block)
+            if on_page is not None:
+                on_page(block)
+            if self.ntuples > 0:
+                self.cindex = 0 if direction == FORWARD else self.ntuples - 1
+                self.store_tuple()
+                return True
 
     def store_tuple(self) -> None:
         """A tuple of the current page goes into the executor's slot (``ExecStoreBufferHeapTuple``)."""

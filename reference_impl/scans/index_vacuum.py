@@ -116,12 +116,13 @@ def table_indexes(instance: Any, rel: Relation) -> list[Relation]:
 
 
 def heap_dead_items(heap_content: Any, nblocks: int) -> DeadItems:
-    """The dead-TID store VACUUM's phase I would fill from a synthetic heap (every dead tuple)."""
+    """The dead-TID store VACUUM's phase I would fill from a synthetic heap (every dead tuple
+    pruning leaves LP_DEAD: HOT-updated ones become redirects and need no index vacuuming)."""
     dead = DeadItems()
     for b in range(nblocks):
         page = heap_content.heap_page(b)
-        if page.ndead:
-            dead.add(b, page.dead_offsets)
+        if page.ndead - page.nhot:
+            dead.add(b, page.lpdead_offsets)
     return dead
 
 

@@ -265,7 +265,8 @@ def _scan_heap_page(
         return True, 0
     allvis_vm = bool(blk_info & VAC_BLK_ALL_VISIBLE_ACCORDING_TO_VM)
     ndeleted = page.ndead
-    lpdead = page.ndead if vac.nindexes > 0 else 0
+    # A HOT-updated dead tuple is pruned to a redirect: removed, but no LP_DEAD item.
+    lpdead = page.ndead - page.nhot if vac.nindexes > 0 else 0
     vac.tuples_deleted += ndeleted
     vac.live_tuples += page.nlive
     if page.nlive > 0:
@@ -273,7 +274,7 @@ def _scan_heap_page(
     if lpdead:
         vac.lpdead_item_pages += 1
         vac.lpdead_items += lpdead
-        vac.dead_items.add(block, page.dead_offsets)
+        vac.dead_items.add(block, page.lpdead_offsets)
     all_visible = lpdead == 0
     freeze = page.all_frozen or vac.aggressive or eager
     all_frozen = all_visible and freeze

@@ -61,3 +61,21 @@ def test_run_oracle_document(pg_impl: Any) -> None:
     assert "model reads" in table and "system-5pct-repeatable" in table and "agree" in table
     with pytest.raises(ValueError, match="no scenario matches"):
         run_oracle(only=["no-such-scenario"], impl=pg_impl, echo=None)
+
+
+def test_hash_functions_match_the_server(pg_impl: Any) -> None:
+    """The model's hashint4/hashint8 (hash index bucket choice) against the server's own."""
+    import numpy as np
+
+    from reference_impl.relations.hashfuncs import hashint4, hashint8
+
+    rng = np.random.default_rng(14)
+    v4 = [*range(-300, 300), 2**31 - 1, -(2**31), *rng.integers(-(2**31), 2**31, 500).tolist()]
+    v8 = [*v4, 2**63 - 1, -(2**63), *rng.integers(-(2**63), 2**63 - 1, 500, dtype=np.int64).tolist()]
+    server = pg_impl.server
+    with server._connect_raw(pg_impl.database.name) as conn:
+        got4 = [r[0] for r in conn.execute("SELECT hashint4(v) FROM unnest(%s::int4[]) v", (v4,)).fetchall()]
+        got8 = [r[0] for r in conn.execute("SELECT hashint8(v) FROM unnest(%s::int8[]) v", (v8,)).fetchall()]
+    for fn, values, want in ((hashint4, v4, got4), (hashint8, v8, got8)):
+        mine = fn(values).astype(np.int64)
+        assert np.where(mine >= 2**31, mine - 2**32, mine).tolist() == want

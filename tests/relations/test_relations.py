@@ -8,6 +8,7 @@ pointer has exactly one index entry).
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,12 +29,13 @@ from reference_impl.relations import (
     hash_initial_buckets,
     heap_tuples_per_page,
     nbtsort_layout,
+    parent_pages,
     shape,
     tree_height,
     vm_nblocks,
 )
 from reference_impl.relations.heap import fsm_physical_to_logical
-from reference_impl.relations.layout import hash_spareindex, hash_totalbuckets
+from reference_impl.relations.layout import btree_items_per_page, hash_spareindex, hash_totalbuckets
 from reference_impl.storage.relation import ForkNumber, InvalidBlockNumber
 
 MAIN = ForkNumber.MAIN
@@ -330,27 +332,80 @@ def test_rows_are_seeded_faker_rows_of_live_tuples() -> None:
 
 # --------------------------------------------------------------------------- btree
 def test_nbtsort_allocation_order_hand_worked() -> None:
-    # 5 leaves, 2 downlinks per inner page: worked through _bt_buildadd / _bt_uppershutdown.
-    assert nbtsort_layout(5, 2) == [[1, 2, 4, 5, 8], [3, 6, 9], [7, 10], [11]]
+    # 5 leaves, 3 items per full inner page: worked through _bt_buildadd / _bt_uppershutdown.
+    # Leaf 4 (block 6) makes the downlink to leaf 3 overflow level-1 page 3: page 7 is allocated,
+    # then the root 8; leaf 2's downlink moves from page 3 to page 7, which then takes leaf 3's.
+    assert nbtsort_layout(5, 3) == [[1, 2, 4, 5, 6], [3, 7], [8]]
     assert nbtsort_layout(1, 10) == [[1]]
     assert nbtsort_layout(2, 10) == [[1, 2], [3]]
     assert nbtsort_layout(0, 10) == []
+    with pytest.raises(SettingError, match=r"fanout = 2 is invalid: allowed 3\.\.4096"):
+        nbtsort_layout(5, 2)
+
+
+def test_nbtsort_inner_pages_as_measured_on_postgresql_18() -> None:
+    # A 2,745-page int4 btree (1,000,050 keys): bt_index_check on 18.6 reads its level-1 pages at
+    # these blocks. Every inner page after the first takes one downlink fewer, because the split
+    # moves the full page's last item onto the new page.
+    levels = nbtsort_layout(2733, btree_items_per_page(4, 70))
+    assert [len(lv) for lv in levels] == [2733, 10, 1]
+    assert levels[1] == [3, 289, 575, 860, 1145, 1430, 1715, 2000, 2285, 2570]
+    assert levels[2] == [290]
+
+
+def _simulated_children(nleaves: int, fanout: int) -> list[list[list[int]]]:
+    """Per level above the leaves, each page's children positions, by replaying the build item
+    by item (a full page hands its last item to the new page)."""
+    pages: list[list[list[int]]] = [[[i] for i in range(nleaves)]]
+    while len(pages[-1]) > 1:
+        below = len(pages[-1])
+        level: list[list[int]] = [[]]
+        for child in range(below):
+            if len(level[-1]) == fanout:
+                level.append([level[-1].pop()])
+            level[-1].append(child)
+        pages.append(level)
+    return pages[1:]
 
 
 @settings(max_examples=40, deadline=None)
-@given(nleaves=st.integers(1, 3000), fanout=st.integers(2, 300))
+@given(nleaves=st.integers(1, 3000), fanout=st.integers(3, 300))
 def test_nbtsort_layout_is_a_tree(nleaves: int, fanout: int) -> None:
     levels = nbtsort_layout(nleaves, fanout)
     flat = [b for lv in levels for b in lv]
     assert sorted(flat) == list(range(1, len(flat) + 1))
     assert len(levels[0]) == nleaves and len(levels[-1]) == 1
     assert len(levels) == tree_height(nleaves, fanout)
-    for below, above in itertools.pairwise(levels):
-        assert len(above) == -(-len(below) // fanout)
-    # A parent page is allocated after its first child.
-    for lv in range(1, len(levels)):
-        for i, b in enumerate(levels[lv]):
-            assert b > levels[lv - 1][i * fanout]
+    simulated = _simulated_children(nleaves, fanout)
+    for lv, (below, above) in enumerate(itertools.pairwise(levels)):
+        assert len(above) == parent_pages(len(below), fanout) == len(simulated[lv])
+        # A parent page is allocated after its first child.
+        for i, b in enumerate(above):
+            assert b > below[simulated[lv][i][0]]
+
+
+@settings(max_examples=25, deadline=None)
+@given(nleaves=st.integers(2, 400), fanout=st.integers(3, 12), data=st.data())
+def test_btree_descent_follows_the_downlinks(nleaves: int, fanout: int, data: st.DataObject) -> None:
+    # Descents and each inner page's children agree with the item-by-item build, 3+ levels too.
+    sr = _build(
+        RelationSpec(
+            nblocks=nleaves, tuples_per_page=2, indexes=(IndexSpec(leaf_pages=nleaves, fanout=fanout),)
+        )
+    )
+    bt = sr.index_content()
+    simulated = _simulated_children(nleaves, fanout)
+    for lv in range(1, bt.levels):
+        for pos, block in enumerate(bt.level_blocks[lv]):
+            children = bt.page(MAIN, int(block)).children
+            assert children is not None
+            assert list(children) == [int(bt.level_blocks[lv - 1][c]) for c in simulated[lv - 1][pos]]
+    leaf = data.draw(st.integers(0, nleaves - 1))
+    path = bt.descent(leaf)
+    assert path[0] == bt.root_block and path[-1] == bt.leaf_block(leaf) and len(path) == bt.levels
+    for parent, child in itertools.pairwise(path):
+        children = bt.page(MAIN, parent).children
+        assert children is not None and child in list(children)
 
 
 def test_btree_covers_every_line_pointer_once() -> None:
@@ -379,7 +434,7 @@ def test_btree_structure_and_correlation() -> None:
     assert bt.nleaves == -(-1000 * 61 // 366)
     root = bt.page(MAIN, bt.root_block)
     assert root.is_root and root.kind == "root" and bt.levels == 2
-    assert list(root.children) == list(bt.level_blocks[0][: bt.fanout])
+    assert list(root.children) == list(bt.level_blocks[0])
     # correlation 1: TIDs in heap order.
     b, o = bt.heap_tids_of_ranks(0, 1000 * 61)
     assert np.all(np.diff(b * 1000 + o) > 0)
@@ -482,3 +537,208 @@ def test_shapes() -> None:
     assert inst.relation("pgstattuple_thread").nblocks(ForkNumber.VM) == 1
     with pytest.raises(SettingError, match="allowed"):
         shape("nope")
+
+
+# --------------------------------------------------------------------------- exact page patterns
+def test_rows_per_page_dead_every_kth_page_and_vm_cycle_are_exact() -> None:
+    spec = RelationSpec(
+        nblocks=24,
+        tuples_per_page=("cycle", 5, 0, 7),
+        tuple_width=100,
+        dead_every=4,
+        dead_per_page=2,
+        vm_cycle="FV---V",
+        seed=3,
+    )
+    content = _build(spec).content
+    for b in range(24):
+        page = content.heap_page(b)
+        assert page.max_offset == (5, 0, 7)[b % 3]
+        mark = "FV---V"[b % 6]
+        empty = page.max_offset == 0
+        # VACUUM marks pages without line pointers all-visible and all-frozen whatever the cycle.
+        assert page.all_visible == (mark != "-" or empty)
+        assert page.all_frozen == (mark == "F" or empty)
+        expected_dead = min(2, page.max_offset) if b % 4 == 0 and not page.all_visible else 0
+        assert page.ndead == expected_dead, b
+    # All-visible but not frozen (the pages an aggressive VACUUM reads and a normal one skips):
+    # the V marks on pages with line pointers (blocks 1, 7, 13, 19 have none: all-frozen).
+    assert [b for b in range(24) if content.vm_status(b) == (True, False)] == [5, 11, 17, 23]
+
+
+def test_hot_updated_pages_need_no_index_vacuuming() -> None:
+    spec = RelationSpec(
+        name="t",
+        nblocks=40,
+        tuples_per_page=10,
+        dead_per_page=3,
+        hot_per_page=2,
+        indexes=(IndexSpec("btree"),),
+        seed=5,
+    )
+    sr = _build(spec)
+    page = sr.content.heap_page(7)
+    assert (page.ndead, page.nhot, page.nlive) == (3, 2, 7)
+    # The heap-only successors are the page's last offsets: live, and in no index.
+    assert set(page.dead_offsets.tolist()).isdisjoint({9, 10})
+    assert len(page.hot_offsets) == 2 and len(page.lpdead_offsets) == 1
+    bt = sr.index_content()
+    assert bt.entries.total == 40 * (10 - 2)
+    blocks, offsets = bt.heap_tids_of_ranks(0, bt.entries.total)
+    assert not np.any(offsets > 8) and np.bincount(blocks).tolist() == [8] * 40
+    res = _vacuum_result(spec)
+    # 3 dead tuples a page are removed, but only 1 a page leaves an LP_DEAD item for the index.
+    assert res["tuples_deleted"] == 120 and res["lpdead_items"] == 40
+    plain = _vacuum_result(spec.replace(hot_per_page=0))
+    assert plain["tuples_deleted"] == 120 and plain["lpdead_items"] == 120
+
+
+def _vacuum_result(spec: RelationSpec) -> dict[str, Any]:
+    from reference_impl import Settings
+    from reference_impl.scans import run_scan
+
+    inst = Instance(Settings(io_method="sync"), device="nvme")
+    srel = build_relation(inst, spec)
+    res = run_scan("vacuum", inst.backend(), srel.heap, index_cleanup="on")
+    assert res.error is None, res.error
+    return res.result
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"tuples_per_page": ("cycle",)}, "a cycle lists one or more integers"),
+        ({"tuples_per_page": ("cycle", 3, -1)}, "a cycle lists one or more integers"),
+        ({"dead_every": 0, "dead_per_page": 1}, "dead_every = 0 is out of range"),
+        ({"dead_every": 3}, "needs dead_per_page or dead_fraction"),
+        ({"dead_per_page": 2, "dead_fraction": 0.1}, "both set the dead tuples"),
+        ({"hot_per_page": 1}, "needs dead tuples"),
+        ({"vm_cycle": "FX"}, "vm_cycle = 'FX' is invalid"),
+        ({"vm_cycle": ""}, "vm_cycle = '' is invalid"),
+        ({"vm_cycle": "F-", "all_visible_fraction": 0.5}, "gives the visibility map exactly"),
+        ({"vm_cycle": "F-", "vacuumed": False}, "needs vacuumed = True"),
+    ],
+)
+def test_exact_pattern_fields_are_checked(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        RelationSpec(**{"nblocks": 10, "tuples_per_page": 5, **fields})
+
+
+# --------------------------------------------------------------------------- real hash layouts
+# hashint4 / hashint8 as a PostgreSQL 18.6 server returns them (SELECT hashint4(v), as int4).
+_SERVER_HASHINT4 = {
+    0: -272711505,
+    1: -1905060026,
+    2: 1134484726,
+    42: 1509752520,
+    -1: 385747274,
+    -2147483648: -1524351049,
+    2147483647: -96758253,
+    123456: 73968562,
+    200009: -1885086129,
+}
+_SERVER_HASHINT8 = {
+    0: -272711505,
+    1: -1905060026,
+    -1: 385747274,
+    42: 1509752520,
+    2**40 + 7: 2004417530,
+    -(2**40) - 7: 453467472,
+    2**63 - 1: -1524351049,
+    -(2**63): -96758253,
+}
+
+
+def test_hash_functions_are_postgresqls() -> None:
+    from reference_impl.relations.hashfuncs import hashint4, hashint8
+
+    for fn, table in ((hashint4, _SERVER_HASHINT4), (hashint8, _SERVER_HASHINT8)):
+        got = fn(list(table)).astype(np.int64)
+        signed = np.where(got >= 2**31, got - 2**32, got)
+        assert signed.tolist() == list(table.values())
+
+
+def test_hashkey_to_bucket_folds_above_maxbucket() -> None:
+    from reference_impl.relations.hashfuncs import hash_masks, hashkey_to_bucket
+
+    assert hash_masks(768) == (767, 1023, 511)
+    assert hash_masks(256) == (255, 511, 255)
+    assert hashkey_to_bucket([5, 767, 768, 1023, 1024 + 300], 768).tolist() == [5, 767, 256, 511, 300]
+
+
+@pytest.mark.parametrize(
+    ("nblocks", "width", "buckets", "overflow", "pages"),
+    [
+        # Measured on PostgreSQL 18.6 (docs/fidelity.md): CREATE INDEX ... USING hash (id).
+        (885, 5, 768, 52, 822),  # 200,010 int4 keys
+        (4425, 4, 3584, 512, 4098),  # 1,000,050 int4 keys
+    ],
+)
+def test_hash_build_layout_is_the_servers(
+    nblocks: int, width: int, buckets: int, overflow: int, pages: int
+) -> None:
+    spec = RelationSpec(
+        name="h",
+        nblocks=nblocks,
+        tuple_width=width,
+        indexes=(IndexSpec("hash", key_hash="hashint4", overflow="build"),),
+        seed=1,
+    )
+    h = _build(spec).index_content()
+    assert (h.nbuckets, int(h.overflow_counts.sum()), h.nblocks) == (buckets, overflow, pages)
+    # Only buckets below the split point (which take twice the keys) overflow, and every chain
+    # page but the last is full, in insertion order.
+    low = ((1 << buckets.bit_length()) - 1) >> 1  # lowmask
+    split_low = buckets - (low + 1)  # buckets split_low .. lowmask take hashes of two
+    assert set(np.flatnonzero(h.overflow_counts).tolist()) <= set(range(split_low, low + 1))
+    b = int(np.flatnonzero(h.overflow_counts)[0])
+    chain = h.chain(b)
+    sizes = [h.page(MAIN, blk).nentries for blk in chain]
+    assert sizes[:-1] == [407] * (len(chain) - 1) and 0 < sizes[-1] <= 407
+    assert sum(sizes) == len(h.bucket_ranks(b))
+    # Overflow pages are numbered in the order the build filled the buckets, not by bucket.
+    owners = [h.page(MAIN, blk).bucket for blk in range(buckets + 2, h.nblocks)]
+    assert owners != sorted(owners) or len(owners) < 2
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"key_hash": "hashtext"}, "key_hash = 'hashtext' is invalid: allowed hashint4, hashint8"),
+        ({"overflow": "build"}, "overflow = 'build' needs key_hash"),
+        (
+            {"key_hash": "hashint4", "overflow": "build", "overflow_layout": "interleaved"},
+            "numbers the overflow",
+        ),
+    ],
+)
+def test_hash_layout_fields_are_checked(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        IndexSpec("hash", **fields)
+    with pytest.raises(SettingError, match="does not apply to a btree index"):
+        IndexSpec("btree", key_hash="hashint4")
+    with pytest.raises(SettingError, match="descending = True does not apply to a hash index"):
+        IndexSpec("hash", descending=True)
+    with pytest.raises(SettingError, match="descending = 1 is invalid: allowed True or False"):
+        IndexSpec("btree", descending=1)
+
+
+def test_hash_overflow_numbering_given_exactly() -> None:
+    # ("blocks", b0, b1, ...): overflow page k is block buckets + 2 + k and belongs to bucket b_k.
+    spec = RelationSpec(
+        name="h",
+        nblocks=50,
+        tuples_per_page=20,
+        indexes=(IndexSpec("hash", buckets=8, overflow=("blocks", 3, 1, 3, 7)),),
+        seed=1,
+    )
+    h = _build(spec).index_content()
+    assert h.nblocks == 1 + 8 + 1 + 4
+    assert (h.chain(3), h.chain(1), h.chain(7), h.chain(0)) == ([4, 10, 12], [2, 11], [8, 13], [1])
+    assert [h.page(MAIN, b).bucket for b in range(10, 14)] == [3, 1, 3, 7]
+    with pytest.raises(SettingError, match="names bucket 9 but buckets = 8"):
+        IndexSpec("hash", buckets=8, overflow=("blocks", 9))
+    with pytest.raises(SettingError, match=r"\('blocks', b0, b1, \.\.\.\) lists the bucket"):
+        IndexSpec("hash", overflow=("blocks", -1))
+    with pytest.raises(SettingError, match="names bucket 600 but the index has"):
+        _build(spec.replace(indexes=(IndexSpec("hash", overflow=("blocks", 600)),))).index_content()

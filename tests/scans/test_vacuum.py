@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_readstream import strategies as rs
-from reference_impl import Instance, Settings
+from reference_impl import Instance, ModelUsageError, Settings
 from reference_impl.relations import SHAPES, IndexSpec, RelationSpec, build_relation
 from reference_impl.scans import run_scan
 from reference_impl.scans.vacuum import SKIP_PAGES_THRESHOLD
@@ -185,6 +185,40 @@ def test_never_vacuumed_table_creates_the_vm_without_reading_it() -> None:
     assert not _heap_reads(res, "vm")
     assert res.io["normal"]["extends"] >= 1
     assert srel.heap.nblocks(VM) == 1 and srel.heap.nblocks(FSM) == 3
+
+
+def test_creating_the_vm_is_no_block_read_of_the_relation() -> None:
+    # pg_statio blocks read of a first VACUUM of a fresh 10,005-page table on 18.6: the heap's
+    # 10,005 blocks and the FSM's 5; vm_extend (ExtendBufferedRelTo) adds an extension only.
+    spec = RelationSpec(
+        name="t", nblocks=10_005, tuples_per_page=3, tuple_width=2000, vacuumed=False, seed=43
+    )
+    inst = Instance(Settings(io_method="sync"), device="nvme")
+    srel = build_relation(inst, spec)
+    be = inst.backend()
+    res = run_scan("vacuum", be, srel.heap)
+    assert res.error is None and res.pinned_after == 0
+    fsm_reads = sum(r.nblocks for r in res.reads if r.fork == "fsm")
+    assert fsm_reads == 5 and not _heap_reads(res, "vm")
+    assert be.stats.relation("t").blks_read == 10_005 + fsm_reads == res.read_blocks
+    assert res.io["normal"]["extends"] == 1 and srel.heap.nblocks(VM) == 1
+
+
+def test_extend_buffered_rel_to_counts_an_extension_not_a_read() -> None:
+    inst = Instance(Settings(io_method="sync"), device="nvme")
+    srel = build_relation(inst, RelationSpec(name="t", nblocks=10, vacuumed=False, seed=1))
+    be = inst.backend()
+    buf = be.extend_buffered_rel_to(srel.heap, VM, 2)
+    assert srel.heap.nblocks(VM) == 2 and be.buffer_block(buf) == 1
+    assert be.stats.relation("t").blks_fetched == 0 and be.stats.reads == 0
+    assert be.stats.io["normal"].extends == 2
+    be.release_buffer(buf)
+    # Already long enough (another backend extended it): the page is read, and counted.
+    buf = be.extend_buffered_rel_to(srel.heap, VM, 1)
+    assert be.stats.relation("t").blks_read == 1 and be.stats.reads == 1
+    be.release_buffer(buf)
+    with pytest.raises(ModelUsageError, match="extend_to = 0 is invalid"):
+        be.extend_buffered_rel_to(srel.heap, VM, 0)
 
 
 @pytest.mark.parametrize("io_method", ["sync", "worker"])
