@@ -52,6 +52,7 @@ import os
 import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,7 @@ from psycopg import sql
 from ..protocol import ScanOutcome, ScanRequest
 from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
 from .observe import evict, measure, pinned_buffers
+from .pgsource import TracedSource
 from .relbuild import BuiltRelation, UnsupportedLayout, build_relation_on_server
 from .scanops import NOT_OFFERED, SERVER_VARIANTS, OpContext, ServerOp, server_op
 from .scratch import ScratchDatabase
@@ -150,12 +152,23 @@ class PostgresImplementation:
         allow_nonempty: bool = False,
         verify_layouts: bool = True,
         pytest_mode: bool | None = None,
+        source: str | os.PathLike[str] | None = None,
+        fetch_source: bool = False,
+        mutant: str | None = None,
     ) -> None:
         if dsn and bindir:
             raise ValueError("give either dsn (a running server) or bindir (a build to start), not both")
         self.dsn = dsn
         # A wrong directory is a usage error, reported before any test runs.
         self.bindir = str(build_bindir(bindir)) if bindir else None
+        # The server's own read_stream.c, compiled as a traced copy into the probe (traced_copy.py);
+        # a wrong tree, version or mutant name is a usage error too.
+        self.source = TracedSource(
+            None if dsn else Path(self.bindir) if self.bindir else None,
+            Path(source) if source else None,
+            fetch=fetch_source,
+            mutant=mutant,
+        )
         self.allow_nonempty = allow_nonempty
         self.verify_layouts = verify_layouts
         self.pytest_mode = pytest_mode
@@ -645,7 +658,8 @@ class PostgresImplementation:
 
     def __repr__(self) -> str:
         where = (self.dsn and "dsn") or self.bindir or "embedded"
-        return f"PostgresImplementation({where})"
+        traced = f", {self.source.describe()}" if self.source.wanted else ""
+        return f"PostgresImplementation({where}{traced})"
 
 
 def _resident_main(conn: psycopg.Connection[Any], table: str) -> list[int]:
