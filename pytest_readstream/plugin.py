@@ -128,7 +128,14 @@ def _load(opts: ReadstreamOptions) -> Any:
     from .implementations import ImplementationNotFound, load_implementation
 
     try:
-        return load_implementation(opts.impl, pg_dsn=opts.pg_dsn, pg_bindir=opts.pg_bindir)
+        return load_implementation(
+            opts.impl,
+            pg_dsn=opts.pg_dsn,
+            pg_bindir=opts.pg_bindir,
+            pg_source=str(opts.pg_source) if opts.pg_source is not None else None,
+            pg_fetch_source=opts.pg_fetch_source,
+            pg_mutant=opts.pg_mutant,
+        )
     except ImplementationNotFound as err:
         text = " ".join(str(err).split())  # one line, whatever the underlying error printed
         raise pytest.UsageError(

@@ -52,6 +52,7 @@ import os
 import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,7 @@ from ._cbuild import CBuildUnavailable
 from ._cluster import embedded_bindir
 from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
 from .observe import evict, measure, pinned_buffers
+from .pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
 from .probe_build import build_probe
 from .relbuild import BuiltRelation, UnsupportedLayout, build_relation_on_server
 from .remote_stream import RemoteStream, RemoteStreams, StreamUnavailable
@@ -155,12 +157,23 @@ class PostgresImplementation:
         allow_nonempty: bool = False,
         verify_layouts: bool = True,
         pytest_mode: bool | None = None,
+        source: str | os.PathLike[str] | None = None,
+        fetch_source: bool = False,
+        mutant: str | None = None,
     ) -> None:
         if dsn and bindir:
             raise ValueError("give either dsn (a running server) or bindir (a build to start), not both")
         self.dsn = dsn
         # A wrong directory is a usage error, reported before any test runs.
         self.bindir = str(build_bindir(bindir)) if bindir else None
+        # The server's own read_stream.c, compiled as a traced copy into the probe (traced_copy.py);
+        # a wrong tree, version or mutant name is a usage error too.
+        self.source = TracedSource(
+            None if dsn else Path(self.bindir) if self.bindir else None,
+            Path(source) if source else None,
+            fetch=fetch_source,
+            mutant=mutant,
+        )
         self.allow_nonempty = allow_nonempty
         self.verify_layouts = verify_layouts
         self.pytest_mode = pytest_mode
@@ -224,10 +237,16 @@ class PostgresImplementation:
             )
             return
         try:
-            probe = build_probe(self.bindir or embedded_bindir())
+            traced: Path | None = None
+            if self.source.wanted:
+                # Every StartReadBuffers/WaitReadBuffers of the stream, from the server's own code.
+                traced = self.source.tree() / READ_STREAM_C
+            probe = build_probe(
+                self.bindir or embedded_bindir(), traced_source=traced, mutant=self.source.mutant
+            )
             streams = RemoteStreams(self, probe)
             streams.verify_layout()
-        except CBuildUnavailable as err:
+        except (CBuildUnavailable, PgSourceUnavailable) as err:
             self._stream_problem = f"the probe extension cannot be built: {err}"
             return
         except psycopg.Error as err:
@@ -762,7 +781,8 @@ class PostgresImplementation:
 
     def __repr__(self) -> str:
         where = (self.dsn and "dsn") or self.bindir or "embedded"
-        return f"PostgresImplementation({where})"
+        traced = f", {self.source.describe()}" if self.source.wanted else ""
+        return f"PostgresImplementation({where}{traced})"
 
 
 def _resident_main(conn: psycopg.Connection[Any], table: str) -> list[int]:
