@@ -9,8 +9,10 @@ the server's ``read_stream_begin_relation`` / ``read_stream_next_buffer`` / ``re
 * **Settings.** The model's settings are applied (``PostgresImplementation.configure``: server
   level, restarting only on a change) and its session GUCs set in the stream's transaction.
 * **Relations.** One server table per relation shape (``nblocks``; one table per relation role
-  of a test), built once (``ScratchDatabase.create_wide_table``) and reused by every later test
-  of that shape; a table that grew is rebuilt.
+  of a test), made once of all-zero pages (the probe's ``rsp_extend``: ``smgrzeroextend``, so a
+  relation of a whole segment costs no more than a small one; a zeroed page passes verification
+  and a stream reads it like any other) and reused by every later test of that shape; a table
+  that grew is rebuilt.
 * **Cache and pins.** When a test's first stream begins, the table is evicted and the blocks
   the model's pool holds are read back (``pg_prewarm``); the model backend's own pins are taken
   on the server by the stream's session, other model backends' pins on the relation by a second
@@ -212,21 +214,27 @@ class RemoteStreams:
     def _table(self, nblocks: int, role: int) -> _ServerRelation:
         key = (nblocks, role)
         table = self._tables.get(key)
-        db = self.impl.database
         if table is not None and table.spent:
-            with self.impl.server.connect(db.name) as c:
+            with self._admin() as c:
                 c.execute(f'DROP TABLE IF EXISTS "{table.name}"')
             table = None
         if table is None:
             self._serial += 1
             name = f"rsp_{nblocks}_{role}_{self._serial}"
-            db.create_wide_table(name, nblocks)
-            with self.impl.server.connect(db.name) as c:
+            with self._admin() as c:
+                c.execute(f'CREATE TABLE "{name}" (x int) WITH (autovacuum_enabled = off)')
                 row = c.execute("SELECT %s::regclass::oid", (name,)).fetchone()
-            assert row is not None
+                assert row is not None
+                c.execute("SELECT rsp_extend(%s::regclass, %s)", (name, nblocks))
             table = _ServerRelation(name, int(row[0]), nblocks)
             self._tables[key] = table
         return table
+
+    def _admin(self) -> psycopg.Connection[Any]:
+        """A short autocommit connection with the probe loaded (tables, growth)."""
+        self._sessions()  # the extension exists in the database from here on
+        conn = self._connect()
+        return conn
 
     def forget_tables(self) -> None:
         """After a restart or a rebuilt database nothing of the old tables is known."""
@@ -332,6 +340,12 @@ class RemoteStreams:
         faults = instance.storage.faults
         if getattr(faults, "faults", None) or getattr(faults, "foreign_ios", None):
             raise StreamUnavailable("the server offers no fault injection (capability 'fault-injection')")
+        pool = instance.pool
+        for buf, io in enumerate(pool.buf_io):
+            if io is not None and pool.tag[buf] >= 0 and backend.buffer_tag(buf)[0] == rel.relid:
+                raise StreamUnavailable(
+                    "another backend's I/O in progress on the relation cannot be mirrored on the server"
+                )
         if getattr(callback, "fn", None) is not None or not isinstance(
             getattr(callback, "blocks", None), list
         ):
@@ -509,6 +523,9 @@ class ServerObservation:
         self._tags: dict[int, tuple[int, int, int]] = {}
         self._valid: dict[int, bool] = {}
         self._log: list[Any] = []
+        # Starts the stream has not waited for yet: first buffer -> [(key, first block, nblocks)].
+        self._open: dict[int, list[tuple[int, int, int]]] = {}
+        self._keys = 0
         self._traced = streams.probe.traced
         self.last_stream: dict[str, Any] | None = None
         self.blind_to_reads: str | None = (
@@ -566,18 +583,31 @@ class ServerObservation:
         obs = self._observer
         fork_name = _main_fork_name()
         for kind, buf, blocknum, asked, accepted, forwarded, additional, _flags, must_wait in trace:
+            buf, blocknum, accepted = int(buf), int(blocknum), int(accepted)
             if kind == 1:
+                self._keys += 1
+                key = self._keys
                 limit = _INT16_MAX if additional < 0 else int(additional)
                 obs.record_start(
-                    int(buf), None, int(blocknum), int(asked), int(accepted), bool(must_wait),
+                    key, None, blocknum, int(asked), accepted, bool(must_wait),
                     limit, int(forwarded), 0, check=True,
                 )  # fmt: skip
-                if must_wait:
-                    self._log.append(
-                        _ReadRecord(self.rel.name, fork_name, int(blocknum), int(accepted), None, -1)
-                    )
+                if not must_wait:
+                    continue
+                # A start whose first block an earlier start of the stream is still reading waits
+                # for that I/O (StartReadBuffers finds it in progress): it reads nothing itself.
+                joined = any(
+                    first <= blocknum < first + n for opens in self._open.values() for _k, first, n in opens
+                )
+                self._open.setdefault(buf, []).append((key, blocknum, accepted))
+                if not joined:
+                    self._log.append(_ReadRecord(self.rel.name, fork_name, blocknum, accepted, None, -1))
             else:
-                obs.record_wait(int(buf), 0)
+                opens = self._open.get(buf)
+                key = opens.pop(0)[0] if opens else -1
+                if opens is not None and not opens:
+                    del self._open[buf]
+                obs.record_wait(key, 0)
 
     # -- the StreamObservation protocol -----------------------------------------------------
     def read_log(self) -> list[Any]:
@@ -650,23 +680,9 @@ class ServerObservation:
         rel.extend(fork, nblocks)
         table = self._streams._server_table(self._txn, rel)
         table.spent = True  # no longer of its shape: rebuilt for the next test that wants it
-        db = self._streams.impl.database
-        server = self._streams.impl.server
-        with server._guard("growing a table"), server._connect_raw(db.name) as c:
-            first = c.execute("SELECT pg_relation_size(%s::regclass) / 8192", (table.name,)).fetchone()
-            c.execute(
-                f"INSERT INTO \"{table.name}\" SELECT g, repeat('x', 5000) FROM generate_series(1, %s) g",
-                (nblocks,),
-            )
-            assert first is not None
-            # The model's new blocks are in storage only; the server's inserter left them cached.
-            c.execute(
-                "SELECT count(pg_buffercache_evict(b.bufferid)) FROM pg_buffercache b "
-                "WHERE b.relfilenode = pg_relation_filenode(%s::regclass) AND b.relforknumber = 0 "
-                "AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND b.relblocknumber >= %s",
-                (table.name, int(first[0])),
-            )
+        # Another backend extends it; the new blocks are in storage only, as the model's are.
+        with self._streams.impl.server._guard("growing a table"), self._streams._admin() as c:
+            c.execute("SELECT rsp_extend(%s::regclass, %s)", (table.name, nblocks))
 
     def abort(self) -> None:
         # The next stream of the test starts a new transaction and mirrors the model again.
