@@ -22,6 +22,7 @@ the server's ``read_stream_begin_relation`` / ``read_stream_next_buffer`` / ``re
   (``callback.blocks``, sent again when the test adds some); after every call the harness
   callback is called once for each call the server's callback received, so it sees exactly the
   calls (and ends) the real stream made, and per-buffer data is the harness's own token.
+  ``block_range_read_stream_cb`` is planned as its range, fixed when the stream begins.
 
 :class:`ServerObservation` is the stream's ``observation``: what the harness's checks read
 (pins, buffer tags, page validity, reads), taken from the probe's report of each call. The
@@ -346,8 +347,10 @@ class RemoteStreams:
                 raise StreamUnavailable(
                     "another backend's I/O in progress on the relation cannot be mirrored on the server"
                 )
-        if getattr(callback, "fn", None) is not None or not isinstance(
-            getattr(callback, "blocks", None), list
+        fixed = _block_range(callback, private)
+        if fixed is None and (
+            getattr(callback, "fn", None) is not None
+            or not isinstance(getattr(callback, "blocks", None), list)
         ):
             raise StreamUnavailable(
                 "the server's callback hands out a planned list of blocks; this callback computes "
@@ -364,11 +367,29 @@ class RemoteStreams:
         if strategy is not None:
             kind = strategy.btype.value
             ring_kb = strategy.nbuffers * _BLCKSZ_KB
-        planned = list(callback.blocks[callback.pos :]) if hasattr(callback, "pos") else list(callback.blocks)
+        if fixed is not None:
+            planned = fixed
+        elif hasattr(callback, "pos"):
+            planned = list(callback.blocks[callback.pos :])
+        else:
+            planned = list(callback.blocks)
         rep = self.call(
             "rsp_begin", table.oid, int(fork), int(flags), kind, ring_kb, per_buffer_data, planned
         )
-        return RemoteStream(self, txn, rel, table, callback, private, rep, per_buffer_data, len(planned))
+        stream = RemoteStream(self, txn, rel, table, callback, private, rep, per_buffer_data, len(planned))
+        stream._fixed_plan = fixed is not None
+        return stream
+
+
+def _block_range(callback: Any, private: Any) -> list[int] | None:
+    """The blocks ``block_range_read_stream_cb`` will hand out (its range is fixed at the start)."""
+    from reference_impl import BlockRangeReadStreamPrivate, block_range_read_stream_cb
+
+    if getattr(callback, "fn", None) is block_range_read_stream_cb and isinstance(
+        private, BlockRangeReadStreamPrivate
+    ):
+        return list(range(private.current_blocknum, private.last_exclusive))
+    return None
 
 
 def _runs(blocks: list[int]) -> list[tuple[int, int]]:
@@ -408,6 +429,7 @@ class RemoteStream:
         self._sent = sent
         self._tokens: dict[int, Any] = {}
         self._produced = 0
+        self._fixed_plan = False  # block_range_read_stream_cb: the whole range was sent at the start
         self.ended = False
         self.observation = ServerObservation(streams, txn, rel, table)
         self.observation.absorb(report)
@@ -460,6 +482,8 @@ class RemoteStream:
 
     # -- internals ------------------------------------------------------------------------
     def _send_plan(self) -> None:
+        if self._fixed_plan:
+            return
         blocks = self._callback.blocks
         start = self._sent_from + self._sent
         if len(blocks) > start:
