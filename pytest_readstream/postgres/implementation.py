@@ -268,6 +268,10 @@ class PostgresImplementation:
         except psycopg.Error as err:
             self._stream_problem = f"the probe extension does not load: {str(err).strip().splitlines()[0]}"
             return
+        except (PgNotAvailable, PgStartupError, PgServerDied) as err:
+            # The scans report the server's trouble themselves; the stream tests name it once.
+            self._stream_problem = f"the server could not be used to drive its stream: {err}"
+            return
         self._streams = streams
 
     # ------------------------------------------------------------------------------ streams
