@@ -40,15 +40,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psycopg
 
 from .errors import PgHarnessError
 from .probe_build import ProbeInstall
-
-if TYPE_CHECKING:
-    from .implementation import PostgresImplementation
 
 __all__ = ["RemoteStreams", "RemoteStream", "ServerObservation", "StreamUnavailable", "ProbeReport"]
 
@@ -57,6 +54,18 @@ _INVALID_BLOCK = 0xFFFFFFFF  # InvalidBlockNumber
 _INT16_MAX = 32767
 _BLCKSZ_KB = 8
 _SESSION_GUCS = ("io_combine_limit", "effective_io_concurrency", "maintenance_io_concurrency")
+
+
+class _ServerOwner(Protocol):
+    """What the streams need of their implementation (``PostgresImplementation``)."""
+
+    @property
+    def server(self) -> Any: ...
+
+    @property
+    def database(self) -> Any: ...
+
+    def configure(self, settings: Any) -> str: ...
 
 
 class StreamUnavailable(Exception):
@@ -135,7 +144,7 @@ def _main_fork_name() -> str:
 class RemoteStreams:
     """Streams of one server, for one implementation object (one xdist worker)."""
 
-    def __init__(self, impl: PostgresImplementation, probe: ProbeInstall) -> None:
+    def __init__(self, impl: _ServerOwner, probe: ProbeInstall) -> None:
         self.impl = impl
         self.probe = probe
         self._conn: psycopg.Connection[Any] | None = None
