@@ -75,7 +75,8 @@ class StreamObservation(Protocol):
 
 
 class ModelObservation:
-    """The harness's own buffer manager: a :class:`reference_impl.Backend` and its instance."""
+    """The harness's own buffer manager (the model of ``bufmgr.c``): a :class:`reference_impl.Backend`
+    and its instance."""
 
     blind_to_reads: str | None = None
 

@@ -69,12 +69,12 @@ class _ServerOwner(Protocol):
 
 
 class StreamUnavailable(Exception):
-    """A stream the server cannot run as asked (the message says why)."""
+    """A stream the server cannot run as asked by ``read_stream_begin_relation`` (the message says why)."""
 
 
 @dataclass
 class ProbeReport:
-    """One probe call's JSON report, parsed."""
+    """One probe call's JSON report (``rsprobe.c``: a ``read_stream.c`` call and what ``bufmgr.c`` shows after it)."""
 
     raw: dict[str, Any]
 
@@ -142,7 +142,9 @@ def _main_fork_name() -> str:
 
 
 class RemoteStreams:
-    """Streams of one server, for one implementation object (one xdist worker)."""
+    """The server's ``read_stream_begin_relation`` (``read_stream.c``) for one implementation object
+    (one xdist worker): its probe sessions, the tables standing in for model relations, and the
+    transaction of the current test."""
 
     def __init__(self, impl: _ServerOwner, probe: ProbeInstall) -> None:
         self.impl = impl
@@ -535,7 +537,7 @@ class RemoteStream:
 
 
 class ServerObservation:
-    """The buffer manager of the server's stream session, as the harness's checks see it.
+    """The buffer manager (``bufmgr.c``) of the server's stream session, as the harness's checks see it.
 
     Buffer numbers are the server's. The consumer's pins are those the probe holds for it
     (returned buffers until released, pins mirrored from the model); the stream's are the
