@@ -558,6 +558,8 @@ class ServerObservation:
         self._tags: dict[int, tuple[int, int, int]] = {}
         self._valid: dict[int, bool] = {}
         self._log: list[Any] = []
+        # Buffers returned without a pin (the probe lists them as held; the descriptor says not).
+        self._unpinned: set[int] = set()
         # Starts the stream has not waited for yet: first buffer -> [(key, first block, nblocks)].
         self._open: dict[int, list[tuple[int, int, int]]] = {}
         self._keys = 0
@@ -583,6 +585,11 @@ class ServerObservation:
     def returned(self, rep: ProbeReport) -> None:
         buf = int(rep.raw["buffer"])
         self._valid[buf] = bool(rep.raw.get("valid"))
+        if int(rep.raw.get("shared_refs", 1)) == 0:
+            # Nobody pins it: the stream handed the buffer back without the caller's pin.
+            self._held[buf] -= 1
+            self._held = +self._held
+            self._unpinned.add(buf)
         relid = self.rel.relid if rep.raw.get("same_relation") else -1
         self._tags[buf] = (relid, int(rep.raw.get("fork", 0)), int(rep.raw["block"]))
 
@@ -592,6 +599,8 @@ class ServerObservation:
             self._tags[int(buf)] = (self.rel.relid, 0, int(block))
         self._held = Counter(rep.held)
         for buf in self._pending:
+            self._held[buf] -= 1
+        for buf in self._unpinned:
             self._held[buf] -= 1
         self._held = +self._held
         state = rep.stream

@@ -591,11 +591,16 @@ rsp_next(PG_FUNCTION_ARGS)
 
 		if (pbd != NULL)
 			memcpy(&data, pbd, sizeof(int64));
+		/*
+		 * shared_refs: the descriptor's count of backends pinning it.  This backend's own count
+		 * is private to bufmgr.c; zero here would mean the buffer came back without a pin.
+		 */
 		appendStringInfo(&s, "{\"buffer\":%d,\"block\":%u,\"fork\":%d,\"same_relation\":%s,"
-						 "\"valid\":%s,\"data\":%lld",
-						 buf, BufferGetBlockNumber(buf), (int) BufTagGetForkNum(&desc->tag),
+						 "\"valid\":%s,\"data\":%lld,\"shared_refs\":%u",
+						 buf, desc->tag.blockNum, (int) BufTagGetForkNum(&desc->tag),
 						 BufTagMatchesRelFileLocator(&desc->tag, &st->rel->rd_locator) ? "true" : "false",
-						 (state & BM_VALID) ? "true" : "false", (long long) data);
+						 (state & BM_VALID) ? "true" : "false", (long long) data,
+						 BUF_STATE_GET_REFCOUNT(state));
 		/* The caller's pin: held until the consumer releases it (rsp_release or the next call). */
 		rsp_held_add(buf);
 	}
