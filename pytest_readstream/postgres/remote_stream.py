@@ -461,7 +461,9 @@ class RemoteStream:
         self._after(rep)
 
     def end(self) -> None:
-        """``read_stream_end``."""
+        """``read_stream_end`` (again after an end: nothing, as the server's stream is gone)."""
+        if self.ended:
+            return
         rep = self._streams.call("rsp_end", self._id, self.observation.take_releases())
         self.ended = True
         self._after(rep)
@@ -470,8 +472,9 @@ class RemoteStream:
     def _field(self, name: str) -> int:
         state = self.observation.last_stream
         if state is None:
-            raise AttributeError(
-                f"the server stream's {name} is unknown (struct ReadStream layout not verified)"
+            raise PgHarnessError(
+                f"the server stream's {name} is unknown: its struct ReadStream fails the layout check "
+                "after this call (a counter outside its bounds: a broken stream, or not PostgreSQL 18's layout)"
             )
         return int(state[name])
 
