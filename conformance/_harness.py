@@ -503,6 +503,11 @@ class StreamDriver:
         self.obs: StreamObservation = observation_for(self.stream, instance, backend)
         self.obs.bind(self.observer)
         self.observer.blind = self.obs.blind_to_reads
+        if eviction_possible is None and not self.eviction_possible:
+            # A server's pool also holds pages of other relations (its catalogs): with them the
+            # relation may not fit, and a block may leave the pool and be read again.
+            others = self.obs.other_pages()
+            self.eviction_possible = rel.nblocks(fork) + 8 + others > self.settings.nbuffers
         translate = getattr(self.obs, "consumer_buffers", None)
         if translate is not None:
             # Buffers the consumer pinned before the stream, as the stream's buffer manager numbers them.

@@ -43,6 +43,10 @@ class StreamObservation(Protocol):
         """The model buffers the consumer pinned before the stream began, renumbered as this
         source numbers buffers."""
 
+    def other_pages(self) -> int:
+        """Pages of other relations the buffer pool holds when the stream begins (a server's
+        catalogs); they compete with the stream's relation for the pool."""
+
     def pinned_buffers(self) -> dict[int, int]:
         """Every pin the consumer's backend holds: buffer -> count."""
 
@@ -97,6 +101,10 @@ class ModelObservation:
 
     def consumer_buffers(self, held: Counter[int]) -> Counter[int]:
         return held
+
+    def other_pages(self) -> int:
+        # The model's pool holds only what the test put there; the driver's margin covers it.
+        return 0
 
     def pinned_buffers(self) -> dict[int, int]:
         return self.backend.pinned_buffers()

@@ -132,6 +132,7 @@ class _Transaction:
     prepared: set[int] = field(default_factory=set)  # model relids whose cache state is mirrored
     model_to_server: dict[int, int] = field(default_factory=dict)  # consumer pins mirrored
     other_pins: Counter[int] = field(default_factory=Counter)  # server buffer -> other pins
+    other_pages: int = 0  # pages of other relations (catalogs) in the pool when the test began
 
 
 def _main_fork_name() -> str:
@@ -291,6 +292,8 @@ class RemoteStreams:
         conn, _ = self._sessions()
         with self.impl.server._guard("mirroring the cache state"):
             conn.execute("SELECT pg_buffercache_evict_relation(%s::regclass)", (table.name,))
+            row = conn.execute("SELECT count(*) FROM pg_buffercache WHERE relfilenode IS NOT NULL").fetchone()
+            txn.other_pages = int(row[0]) if row is not None else 0
             resident = sorted(instance.pool.resident_blocks(rel))
             for first, last in _runs(resident):
                 conn.execute(
@@ -663,6 +666,9 @@ class ServerObservation:
     def backend_id(self) -> int:
         # The records carry no I/O context (pg_stat_io is not attributed per read): never "ours".
         return -2
+
+    def other_pages(self) -> int:
+        return self._txn.other_pages
 
     def consumer_buffers(self, held: Counter[int]) -> Counter[int]:
         out: Counter[int] = Counter()
