@@ -132,6 +132,8 @@ class _Transaction:
     prepared: set[int] = field(default_factory=set)  # model relids whose cache state is mirrored
     model_to_server: dict[int, int] = field(default_factory=dict)  # consumer pins mirrored
     other_pins: Counter[int] = field(default_factory=Counter)  # server buffer -> other pins
+    in_test_pins: list[int] = field(default_factory=list)  # of those, taken by d.other_pin()
+    mirrored_others: set[int] = field(default_factory=set)  # model relids whose others' pins are taken
     other_pages: int = 0  # pages of other relations (catalogs) in the pool when the test began
 
 
@@ -316,8 +318,9 @@ class RemoteStreams:
             for _ in range(n):
                 rep = self.call("rsp_pin", table.oid, 0, block)
                 txn.model_to_server[buf] = int(rep.raw["buffer"])
-        if rel.relid in txn.prepared and txn.other_pins:
+        if rel.relid in txn.mirrored_others:
             return
+        txn.mirrored_others.add(rel.relid)
         table = self._server_table(txn, rel)
         for other in instance.backends:
             if other is backend:
@@ -571,6 +574,8 @@ class ServerObservation:
         self._keys = 0
         self._traced = streams.probe.traced
         self.last_stream: dict[str, Any] | None = None
+        #: The relation's pinned blocks in the shared descriptors after the last call: block -> refcount.
+        self.shared_pins: dict[int, int] = {}
         self.blind_to_reads: str | None = (
             None
             if self._traced
@@ -601,6 +606,8 @@ class ServerObservation:
 
     def absorb(self, rep: ProbeReport) -> None:
         """Take the pins, tags and trace a probe call reported."""
+        if "rel_pins" in rep.raw:
+            self.shared_pins = {int(block): int(refs) for _buf, block, refs in rep.raw["rel_pins"]}
         for buf, block, _refs in rep.raw.get("rel_pins", []):
             self._tags[int(buf)] = (self.rel.relid, 0, int(block))
         self._held = Counter(rep.held)
@@ -713,14 +720,18 @@ class ServerObservation:
     def other_pin(self, rel: Any, block: int, fork: Any) -> None:
         table = self._streams._server_table(self._txn, rel)
         rep = self._streams.call("rsp_pin", table.oid, int(fork), block, other=True)
-        self._txn.other_pins[int(rep.raw["buffer"])] += 1
+        buf = int(rep.raw["buffer"])
+        self._txn.other_pins[buf] += 1
+        self._txn.in_test_pins.append(buf)
 
     def other_release(self) -> None:
-        _, other = self._streams._sessions()
-        with self._streams.impl.server._guard("releasing the other session's pins"):
-            other.execute("ROLLBACK")
-            other.execute("BEGIN")
-        self._txn.other_pins.clear()
+        # Only what the test's other backend pinned; the scenario's other backends keep theirs.
+        txn = self._txn
+        if txn.in_test_pins:
+            self._streams.call("rsp_release", list(txn.in_test_pins), other=True)
+            txn.other_pins.subtract(txn.in_test_pins)
+            txn.other_pins = +txn.other_pins
+            txn.in_test_pins.clear()
 
     def evict(self, rel: Any) -> None:
         table = self._streams._server_table(self._txn, rel)

@@ -173,9 +173,9 @@ def test_untraced_stream_is_judged_and_reads_are_unseen(impl: PostgresImplementa
     assert d.stream_pins == 0
 
 
-def test_a_broken_stream_is_caught_by_the_same_checks(impl: PostgresImplementation) -> None:
-    """The harness's own checks judge the server: a consumer that asks for more after the end
-    of its plan gets the end, and a release of a buffer it never had is refused."""
+def test_the_remote_stream_refuses_misuse(impl: PostgresImplementation) -> None:
+    """After its plan the server's stream reports the end, a release of a buffer the consumer
+    never had is refused, and the driver refuses a next() on an ended stream."""
     from reference_impl import Settings
 
     if "stream-api" not in impl.capabilities_for(Settings()):
@@ -188,6 +188,22 @@ def test_a_broken_stream_is_caught_by_the_same_checks(impl: PostgresImplementati
     d.end()
     with pytest.raises(ConformanceViolation, match="ended stream"):
         d.next()
+
+
+def test_other_backends_pins_are_mirrored_and_released(impl: PostgresImplementation) -> None:
+    """A scenario's other backends keep their pins; the test's other backend drops its own."""
+    from reference_impl import Settings
+
+    if "stream-api" not in impl.capabilities_for(Settings()):
+        pytest.skip(impl.why_lacking("stream-api") or "no stream-api")
+    d = Scenario(relation_blocks=16, blocks=list(range(8, 16)), other_pins=[1, 2]).start(impl)
+    d.other_pin(5)
+    d.next()
+    assert {1, 2, 5} <= set(d.obs.shared_pins)
+    d.other_release()
+    d.next()
+    assert {1, 2} <= set(d.obs.shared_pins) and 5 not in d.obs.shared_pins
+    d.end()
 
 
 def test_one_stream_traced_end_to_end(pg_source_tree: Path, tmp_path: Path) -> None:
