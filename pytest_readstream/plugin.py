@@ -128,7 +128,14 @@ def _load(opts: ReadstreamOptions) -> Any:
     from .implementations import ImplementationNotFound, load_implementation
 
     try:
-        return load_implementation(opts.impl, pg_dsn=opts.pg_dsn, pg_bindir=opts.pg_bindir)
+        return load_implementation(
+            opts.impl,
+            pg_dsn=opts.pg_dsn,
+            pg_bindir=opts.pg_bindir,
+            pg_source=str(opts.pg_source) if opts.pg_source is not None else None,
+            pg_fetch_source=opts.pg_fetch_source,
+            pg_mutant=opts.pg_mutant,
+        )
     except ImplementationNotFound as err:
         text = " ".join(str(err).split())  # one line, whatever the underlying error printed
         raise pytest.UsageError(
@@ -217,11 +224,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         close()
 
 
+def _capabilities(impl: Any) -> frozenset[str]:
+    """What the implementation offers for its default settings (``capabilities_for(None)``): a
+    server's stream capabilities are known only once its probe was built and loaded."""
+    from .implementations import capabilities_for
+
+    return capabilities_for(impl, None)
+
+
 def _impl_description(config: pytest.Config) -> str:
     state = _state(config)
     opts = state.options
     impl = state.implementation
-    caps = ", ".join(sorted(impl.capabilities)) or "none"
+    caps = ", ".join(sorted(_capabilities(impl))) or "none"
     source = "" if opts.impl_source == "default" else f", from {opts.describe_impl_source()}"
     return f"{opts.impl} ({type(impl).__name__}{source}); capabilities: {caps}"
 
@@ -304,8 +319,11 @@ def _skip_missing_capabilities(item: pytest.Item, implementation: Any, impl_name
     if missing:
         item.stash[_MISSING_KEY] = missing
         name = getattr(implementation, "name", impl_name)
+        why = getattr(implementation, "why_lacking", None)
+        reasons = [why(cap) if callable(why) else None for cap in missing]
         reason = f"implementation {name!r} lacks " + ", ".join(
-            f"capability {cap!r} ({CAPABILITIES[cap]})" for cap in missing
+            f"capability {cap!r} ({CAPABILITIES[cap]})" + (f": {r}" if r else "")
+            for cap, r in zip(missing, reasons, strict=True)
         )
         item.add_marker(pytest.mark.skip(reason=reason))
 
@@ -355,7 +373,7 @@ class _Results:
                 "source": state.options.impl_source,
                 "name": getattr(impl, "name", None),
                 "class": f"{type(impl).__module__}.{type(impl).__qualname__}",
-                "capabilities": sorted(impl.capabilities),
+                "capabilities": sorted(_capabilities(impl)),
             },
             seed=state.options.seed,
             exitstatus=int(exitstatus),
