@@ -22,6 +22,7 @@ do this job (no predicate on file or offset, no delay, control per process).
 from __future__ import annotations
 
 import ctypes
+import math
 import mmap
 import os
 import time
@@ -166,6 +167,27 @@ class Latency:
             )
         if not 0 <= self.seed < 2**64:
             raise ValueError(f"latency seed {self.seed!r} is out of range; allowed: 0..2**64-1")
+
+    def draw_ns(self, k: int) -> int:
+        """The latency of the ``k``-th draw (0-based), in ns, exactly as the library computes it."""
+        lat_ns = round(self.us * 1000)
+        if self.dist == "fixed":
+            return lat_ns
+        u = ((_mix(self.seed ^ _mix(k)) >> 11) + 0.5) / 9007199254740992.0
+        if self.dist == "uniform":
+            return lat_ns + int(u * float(round(self.high_us * 1000) - lat_ns))
+        return int(-math.log(u) * float(lat_ns))
+
+
+_M64 = 2**64 - 1
+
+
+def _mix(x: int) -> int:
+    """splitmix64's output function (``rsi_mix`` in ``rsinterpose.c``)."""
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
 
 
 @dataclass(frozen=True)
