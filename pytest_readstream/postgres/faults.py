@@ -205,7 +205,9 @@ class IoRule:
     """What to do to the reads of ``target`` that touch blocks ``blocks`` (inclusive range).
 
     ``action``: ``delay`` (latency only), ``eio``, ``short`` (the request returns the bytes before
-    ``blocks[0]``, or ``short_bytes`` if it starts there), ``hang`` (until :meth:`FaultInjector.release`).
+    ``blocks[0]``, or ``short_bytes`` if it starts there; with ``short_bytes=0`` such a request is
+    left alone and the rule waits for one that starts earlier, as the model's ``short_read``
+    does), ``hang`` (until :meth:`FaultInjector.release`).
     ``nth``: fire only on the nth matching request (1-based); ``times``: fire at most this often.
     ``per_byte_ns`` and ``max_inflight`` model a device's transfer cost and parallelism.
     """
@@ -218,7 +220,7 @@ class IoRule:
     latency: Latency | None = None
     per_byte_ns: float = 0.0
     max_inflight: int | None = None
-    short_bytes: int = 4096
+    short_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:

@@ -59,7 +59,9 @@ import psycopg
 from psycopg import sql
 
 from ..protocol import ScanOutcome, ScanRequest
+from ._cbuild import CBuildUnavailable
 from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
+from .faults import IoRule, Latency, interposer_library
 from .observe import evict, measure, pinned_buffers
 from .relbuild import BuiltRelation, UnsupportedLayout, build_relation_on_server
 from .scanops import NOT_OFFERED, SERVER_VARIANTS, OpContext, ServerOp, server_op
@@ -140,6 +142,8 @@ class PostgresImplementation:
 
     name = "postgres"
     capabilities: frozenset[str] = frozenset({"scans"})
+    #: Why ``fault-injection`` is not claimed (``None`` when it is).
+    fault_injection_unavailable: str | None = None
 
     def __init__(
         self,
@@ -150,6 +154,7 @@ class PostgresImplementation:
         allow_nonempty: bool = False,
         verify_layouts: bool = True,
         pytest_mode: bool | None = None,
+        interpose: bool | None = None,
     ) -> None:
         if dsn and bindir:
             raise ValueError("give either dsn (a running server) or bindir (a build to start), not both")
@@ -170,6 +175,34 @@ class PostgresImplementation:
         self._fixed: dict[str, str] = {}
         self.build_seconds = 0.0
         self.builds = 0
+        self._claim_fault_injection(interpose)
+
+    def _claim_fault_injection(self, interpose: bool | None) -> None:
+        """``fault-injection`` when the read interposer can be preloaded into an owned server.
+
+        ``interpose=None`` (default) claims it when the library compiles here; ``True`` insists
+        (a missing compiler is then a usage error, reported before any test runs); ``False``
+        starts the server without it.
+        """
+        if self.dsn:
+            reason = "a server reached through a DSN runs without the harness's read interposer"
+        elif interpose is False:
+            reason = "the implementation was created with interpose=False"
+        else:
+            try:
+                interposer_library()
+            except CBuildUnavailable as err:
+                if interpose:
+                    raise ValueError(
+                        f"interpose=True, but the read interposer cannot be built: {err}"
+                    ) from err
+                reason = f"the read interposer cannot be built: {err}"
+            else:
+                self.capabilities = frozenset({*type(self).capabilities, "fault-injection"})
+                self.fault_injection_unavailable = None
+                return
+        self.capabilities = type(self).capabilities
+        self.fault_injection_unavailable = reason
 
     # ------------------------------------------------------------------------------ protocol
     def scan_variants(self, scan: str) -> tuple[str, ...]:
@@ -235,10 +268,11 @@ class PostgresImplementation:
                     workdir: str | os.PathLike[str] = self._tmpdir.name
                 else:
                     workdir = self._workdir
+                interpose = "fault-injection" in self.capabilities
                 if self.bindir:
-                    self._server = PgServer.from_bindir(self.bindir, workdir)
+                    self._server = PgServer.from_bindir(self.bindir, workdir, interpose=interpose)
                 else:
-                    self._server = PgServer.embedded(workdir)
+                    self._server = PgServer.embedded(workdir, interpose=interpose)
             with self._server.connect() as conn:
                 for name in (*_FIXED_SETTINGS, "data_checksums"):
                     row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
@@ -363,24 +397,28 @@ class PostgresImplementation:
             raise ValueError(
                 f"ScanRequest.cached_fraction = {request.cached_fraction!r} is invalid: allowed 0.0 .. 1.0"
             )
-        faults = request.faults
-        if faults is not None:
-            plan = faults if not isinstance(faults, dict) else None
-            listed = getattr(plan, "faults", None) if plan is not None else faults.get("faults")
-            foreign = getattr(plan, "foreign_ios", None) if plan is not None else faults.get("foreign_ios")
-            if listed or foreign:
+        plan = _fault_plan(request.faults)
+        if plan is not None and (plan.faults or plan.foreign_ios):
+            if "fault-injection" not in self.capabilities:
                 raise UnsupportedLayout(
-                    "ScanRequest.faults: a real server offers no fault injection (capability "
-                    "'fault-injection'); only a cancel point is honoured"
+                    "ScanRequest.faults: this server offers no fault injection (capability "
+                    f"'fault-injection': {self.fault_injection_unavailable}); only a cancel point is honoured"
                 )
+            if plan.foreign_ios:
+                raise UnsupportedLayout(
+                    "ScanRequest.faults: another backend's I/O in progress (ForeignIO) cannot be "
+                    "staged on a server at a chosen time; the stream-level fault tests cover it"
+                )
+            for fault in plan.faults:
+                why = _unsupported_fault(fault)
+                if why is not None:
+                    raise UnsupportedLayout(f"ScanRequest.faults: {fault.kind} fault: {why}")
 
     def _cancel_after(self, request: ScanRequest) -> int | None:
         if request.cancel_after_buffers is not None:
             return int(request.cancel_after_buffers)
-        faults = request.faults
-        cancel = (
-            getattr(faults, "cancel", None) if faults is not None and not isinstance(faults, dict) else None
-        )
+        plan = _fault_plan(request.faults)
+        cancel = plan.cancel if plan is not None else None
         return None if cancel is None else int(cancel.after_buffers)
 
     def _run_scan(self, request: ScanRequest) -> ScanOutcome:
@@ -545,6 +583,7 @@ class PostgresImplementation:
                 ctx.notices.append(str(diag.message_primary or ""))
 
             conn.add_notice_handler(_notice)
+            injected = self._install_faults(request, built)
             try:
                 with measure(session, rels) as handle:
                     result = op.run(ctx)
@@ -553,6 +592,7 @@ class PostgresImplementation:
                 error_type = type(err).__name__
             finally:
                 conn.remove_notice_handler(_notice)
+                fired = self._collect_faults(injected)
             m = handle.measurement
             pinned = sum(len(pinned_buffers(db, rel)) for rel in rels)
         if op.mutates or corrupt is not None or error is not None or not built.layout.hinted.all():
@@ -605,8 +645,59 @@ class PostgresImplementation:
                 "corrupted_block": corrupt,
                 "unapplied_params": dict(op.unapplied),
                 "target": target,
+                "faults_fired": fired,
             },
         )
+
+    # ------------------------------------------------------------------------------ faults
+    def _install_faults(self, request: ScanRequest, built: BuiltRelation) -> list[tuple[Any, str]]:
+        """The request's storage faults as interposer rules; returns (fault, server relation) per rule."""
+        plan = _fault_plan(request.faults)
+        if plan is None or not plan.faults:
+            return []
+        injector = self.server.faults
+        names = {built.spec.name: built.table, **built.indexes}
+        rules = []
+        injected: list[tuple[Any, str]] = []
+        for fault in plan.faults:
+            fork = _FORK_NAMES[int(fault.fork)]
+            if fault.relation is not None and fault.relation not in names:
+                raise UnsupportedLayout(
+                    f"ScanRequest.faults: relation {fault.relation!r} is not one of the request's "
+                    f"({', '.join(names)})"
+                )
+            relations = [names[fault.relation]] if fault.relation is not None else list(built.relations)
+            for rel in relations:
+                try:
+                    target = injector.target(self.database.name, rel, fork)
+                except ValueError as err:
+                    raise UnsupportedLayout(f"ScanRequest.faults: {err}") from err
+                rules.append(_rule_for(fault, target))
+                injected.append((fault, rel))
+        injector.apply(*rules)
+        return injected
+
+    def _collect_faults(self, injected: list[tuple[Any, str]]) -> list[dict[str, Any]]:
+        """What fired, in the model's ledger's terms, and every rule removed."""
+        if not injected:
+            return []
+        injector = self.server.faults
+        fired = [
+            {
+                "fault": injected[e.rule][0].kind,
+                "index": e.rule,
+                "relation": injected[e.rule][1],
+                "fork": int(injected[e.rule][0].fork),
+                "read_start": e.first_block,
+                "read_nblocks": e.nblocks,
+                "pid": e.pid,
+                "result": e.result,
+            }
+            for e in injector.ledger()
+            if e.fired
+        ]
+        injector.clear()
+        return fired
 
     def _grow(self, built: BuiltRelation, n: int, evict_last: bool) -> None:
         """Append ``n`` heap pages from another backend (the model's layout for new blocks).
@@ -646,6 +737,46 @@ class PostgresImplementation:
     def __repr__(self) -> str:
         where = (self.dsn and "dsn") or self.bindir or "embedded"
         return f"PostgresImplementation({where})"
+
+
+_FORK_NAMES = ("main", "fsm", "vm", "init")
+
+
+def _fault_plan(faults: Any) -> Any:
+    """``ScanRequest.faults`` as a ``FaultPlan`` (``None`` when there is none)."""
+    from reference_impl import FaultPlan
+
+    if faults is None or isinstance(faults, FaultPlan):
+        return faults
+    if isinstance(faults, dict):
+        return FaultPlan.from_dict(faults)
+    raise ValueError(f"ScanRequest.faults = {faults!r} is invalid: allowed a FaultPlan, its dict or None")
+
+
+def _unsupported_fault(fault: Any) -> str | None:
+    """Why the interposer cannot inject ``fault`` as the model does (``None``: it can)."""
+    if fault.kind == "checksum":
+        return "a page failing verification is not a read error; the interposer changes no data"
+    if fault.nth_read is not None:
+        return (
+            "nth_read counts every read of the model's instance; the server's reads of catalogs "
+            "and other relations are not the model's, so give block= instead"
+        )
+    return None
+
+
+def _rule_for(fault: Any, target: Any) -> IoRule:
+    """The interposer rule doing what the model's ``FaultPlan.on_read`` does with ``fault``."""
+    blocks = (int(fault.block), int(fault.block))
+    if fault.kind == "eio":
+        return IoRule(target, "eio", blocks=blocks, times=fault.times)
+    if fault.kind == "short_read":
+        # The model returns the blocks before the faulty one and leaves a read starting there
+        # alone (short_bytes=0 keeps the rule armed for a later one).
+        return IoRule(target, "short", blocks=blocks, times=fault.times, short_bytes=0)
+    return IoRule(
+        target, "delay", blocks=blocks, times=fault.times, latency=Latency("fixed", float(fault.extra_us))
+    )
 
 
 def _resident_main(conn: psycopg.Connection[Any], table: str) -> list[int]:

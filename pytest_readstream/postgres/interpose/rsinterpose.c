@@ -345,8 +345,15 @@ rsi_read(int fd, const struct iovec *iov, int iovcnt, off_t offset)
 			continue;
 		if (r->action == RSI_HANG && __atomic_load_n(&shared->released, __ATOMIC_ACQUIRE))
 			continue;
-		if (r->action == RSI_SHORT && rsi_short_len(&matches[i], offset, asked, ctl->blcksz) >= asked)
-			continue;
+		if (r->action == RSI_SHORT)
+		{
+			size_t		keep = rsi_short_len(&matches[i], offset, asked, ctl->blcksz);
+
+			/* Nothing to cut, or nothing left (0 bytes is end of file, another fault): the
+			 * rule stays armed for a later request, as the model's short_read does. */
+			if (keep >= asked || keep == 0)
+				continue;
+		}
 		if (!rsi_claim(shared, r->times))
 			continue;
 		fired[i] = 1;

@@ -57,7 +57,8 @@ typedef struct RsiRule
 	uint32_t	last_block;
 	uint32_t	nth;			/* fire only on the nth matching request (1-based); 0: on each */
 	uint32_t	times;			/* fire at most this often; 0: unlimited */
-	uint32_t	short_bytes;	/* RSI_SHORT on a request that starts at the faulty block */
+	uint32_t	short_bytes;	/* RSI_SHORT on a request that starts at the faulty block
+								 * (0: wait for a request that starts before it) */
 	uint32_t	dist;			/* RsiDist */
 	uint32_t	max_inflight;	/* requests of this rule served at once; 0: unlimited */
 	uint64_t	latency_ns;
