@@ -237,6 +237,40 @@ def test_a_hung_read_and_cancellation(
         assert s.execute("SELECT count(*) FROM t") == [(_PAGES,)]
 
 
+def test_a_cancelled_scans_read_in_flight_is_waited_for_by_the_next_not_repeated(
+    ip_server: PgServer, ip_db: ScratchDatabase, faults: FaultInjector
+) -> None:
+    """worker: the cancelled backend leaves its I/O to the worker (``read_stream.md`` §7.1);
+    another session reaching that block waits for the I/O in progress and does not read it again."""
+    _configure(ip_server, "worker")
+    t = faults.target(ip_db.name, "t")
+    with ip_db.session() as first, ip_db.session() as second:
+        _evict(first, "t")
+        faults.apply(IoRule(t, "hang", blocks=(10, 10), times=1))
+        th1, out1 = _run_in_thread(first, "SELECT count(*) FROM t")
+        faults.wait_fired(0)
+        first.cancel()
+        _poll(lambda: not th1.is_alive(), "the cancelled statement's end")
+        assert isinstance(out1.get("error"), psycopg.errors.QueryCanceled), out1
+        th2, out2 = _run_in_thread(second, "SELECT count(*) FROM t")
+        # The second scan cannot pass block 10 while its only read is held.
+        _poll(lambda: faults.matched(0) > 1 or not th2.is_alive() or _waiting_on_io(first), "the second scan")
+        assert th2.is_alive(), out2
+        faults.release(0)
+        th2.join()
+        assert out2.get("rows") == [(_PAGES,)], out2
+        covering = [e for e in faults.ledger() if e.first_block <= 10 < e.first_block + e.nblocks]
+        assert len(covering) == 1 and covering[0].fired, covering
+
+
+def _waiting_on_io(session: Any) -> bool:
+    rows = session.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'AioIoCompletion' "
+        "AND backend_type = 'client backend'"
+    )
+    return int(rows[0][0]) > 0
+
+
 # -- latency ------------------------------------------------------------------------------------
 def test_fixed_latency_delays_every_request(
     ip_server: PgServer, ip_db: ScratchDatabase, faults: FaultInjector
