@@ -417,7 +417,7 @@ def _fill(slot: _Rule, rule: IoRule) -> None:
     slot.max_inflight = rule.max_inflight or 0
     slot.latency_ns = round(lat.us * 1000)
     slot.latency_b_ns = round(lat.high_us * 1000)
-    slot.ps_per_byte = round(rule.per_byte_ns * 1000)
+    slot.ps_per_byte = int(rule.per_byte_ns * 1000)  # below a picosecond per byte: nothing
     slot.seed = lat.seed
     slot.active = 1
 

@@ -51,7 +51,7 @@ import contextlib
 import os
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -61,7 +61,7 @@ from psycopg import sql
 from ..protocol import ScanOutcome, ScanRequest
 from ._cbuild import CBuildUnavailable
 from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
-from .faults import IoRule, Latency, interposer_library
+from .faults import IoRule, Latency, interposer_library, rule_for_device
 from .observe import evict, measure, pinned_buffers
 from .relbuild import BuiltRelation, UnsupportedLayout, build_relation_on_server
 from .scanops import NOT_OFFERED, SERVER_VARIANTS, OpContext, ServerOp, server_op
@@ -69,7 +69,7 @@ from .scratch import ScratchDatabase
 from .server import PgServer, build_bindir
 from .settings import ServerSettings, SessionSettings
 
-__all__ = ["PostgresImplementation", "server_settings_for", "session_settings_for"]
+__all__ = ["PostgresImplementation", "ScanTiming", "server_settings_for", "session_settings_for"]
 
 _BLCKSZ = 8192
 _RELSEG_SIZE = 131072
@@ -123,6 +123,15 @@ def _extra_gucs(settings: Any) -> dict[str, str]:
     out = {name: str(getattr(settings, name)) for name in _EXTRA_GUCS}
     out["vacuum_cost_delay"] = repr(float(settings.vacuum_cost_delay))
     return out
+
+
+@dataclass(frozen=True)
+class ScanTiming:
+    """What :meth:`PostgresImplementation.time_scan` measured: seconds per repeat (server clock)
+    and every read request's time in service (the interposer's ledger), in microseconds."""
+
+    seconds: list[float]
+    service_us: list[float]
 
 
 def _under_pytest() -> bool:
@@ -649,6 +658,71 @@ class PostgresImplementation:
             },
         )
 
+    # ------------------------------------------------------------------------------ timing
+    def time_scan(self, request: ScanRequest, device: Any, *, repeats: int = 3) -> ScanTiming:
+        """Seconds ``request`` takes on the server under ``device``, once per repeat, each cold.
+
+        ``device`` (a ``reference_impl`` ``DeviceProfile`` or its name) is imposed on every file
+        of the request's relations through the read interposer (:func:`.faults.rule_for_device`).
+        The time is the server's: ``clock_timestamp()`` in the measured session right before and
+        right after the scan's statements (it includes one round trip of the socket, tens of
+        microseconds). No counters are taken, so nothing else runs in between. A relation the scan
+        changes (VACUUM) is rebuilt for the next repeat. The interposer's ledger gives how long
+        each read request was in service (the imposed latency plus how late the process woke).
+        """
+        from reference_impl import Settings
+
+        if not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"repeats = {repeats!r} is not valid; allowed: an int >= 1")
+        if "fault-injection" not in self.capabilities:
+            raise PgNotAvailable(
+                f"timing under a device needs the read interposer: {self.fault_injection_unavailable}"
+            )
+        self._check_request(request)
+        if request.faults is not None or request.cancel_after_buffers is not None:
+            raise UnsupportedLayout("time_scan runs a scan whole: give no faults and no cancel point")
+        settings = request.settings if request.settings is not None else Settings()
+        op = server_op(request.scan, dict(request.params))
+        self.configure(settings)
+        injector = self.server.faults
+        times: list[float] = []
+        service: list[float] = []
+        for _ in range(repeats):
+            built = self.relation(request.relation)
+            if op.releases_pin:
+                self.release_pins()
+                built.release_pin()
+            ss = session_settings_for(settings, op.planner)
+            gucs = {**_extra_gucs(settings), **op.gucs}
+            self._warm_up(op, built, request, ss, gucs)
+            with self.database.session(ss) as session:
+                _set_gucs(session, gucs)
+                ctx = OpContext(session, built, dict(request.params), grow=_no_growth)
+                if op.prep is not None:
+                    op.prep(ctx)
+                for rel in built.relations:
+                    evict(session, rel)
+                self._prewarm(session, built, request)
+                session.execute("SELECT clock_timestamp()")  # its catalog lookup, before the clock runs
+                rules = [
+                    rule_for_device(injector.target(self.database.name, rel, fork), device)
+                    for rel in built.relations
+                    for fork in ("main", "fsm", "vm")
+                    if _has_fork(session, rel, fork)
+                ]
+                injector.apply(*rules)
+                try:
+                    t0 = session.execute("SELECT clock_timestamp()")[0][0]
+                    op.run(ctx)
+                    t1 = session.execute("SELECT clock_timestamp()")[0][0]
+                    service.extend((e.end_ns - e.start_ns) / 1000.0 for e in injector.ledger() if e.fired)
+                finally:
+                    injector.clear()
+            if op.mutates or not built.layout.hinted.all():
+                built.spent = True
+            times.append((t1 - t0).total_seconds())
+        return ScanTiming(seconds=times, service_us=service)
+
     # ------------------------------------------------------------------------------ faults
     def _install_faults(self, request: ScanRequest, built: BuiltRelation) -> list[tuple[Any, str]]:
         """The request's storage faults as interposer rules; returns (fault, server relation) per rule."""
@@ -740,6 +814,15 @@ class PostgresImplementation:
 
 
 _FORK_NAMES = ("main", "fsm", "vm", "init")
+
+
+def _no_growth(n: int, evict_last: bool) -> None:
+    raise UnsupportedLayout("time_scan does not grow a table during the scan")
+
+
+def _has_fork(session: Any, relation: str, fork: str) -> bool:
+    row = session.execute("SELECT pg_relation_size(%s::regclass, %s) > 0", (relation, fork))
+    return bool(row[0][0])
 
 
 def _fault_plan(faults: Any) -> Any:
