@@ -62,6 +62,9 @@ class ReadstreamOptions:
     xfails_as_skips: bool
     pg_dsn: str | None
     pg_bindir: str | None
+    pg_source: Path | None = None
+    pg_fetch_source: bool = False
+    pg_mutant: str | None = None
 
     @property
     def seed_given(self) -> bool:
@@ -151,6 +154,30 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="for --readstream-impl=postgres: a PostgreSQL 18 bin directory to start servers from",
     )
+    group.addoption(
+        "--readstream-pg-source",
+        dest="readstream_pg_source",
+        metavar="DIR",
+        default=None,
+        help=(
+            "the source tree of the PostgreSQL server under test: its read_stream.c runs as a traced "
+            "copy in the probe (must be the server's version)"
+        ),
+    )
+    group.addoption(
+        "--readstream-pg-fetch-source",
+        dest="readstream_pg_fetch_source",
+        action="store_true",
+        default=None,
+        help="fetch the embedded server's exact source (Debian's postgresql-NN source package), cached",
+    )
+    group.addoption(
+        "--readstream-pg-mutant",
+        dest="readstream_pg_mutant",
+        metavar="NAME",
+        default=None,
+        help="for --readstream-impl=postgres with a source: build the traced copy with this C-level mutant",
+    )
     parser.addini("readstream_impl", "implementation under test (see --readstream-impl)", default="")
     parser.addini("readstream_seed", "seed for every random choice (see --readstream-seed)", default="")
     parser.addini("readstream_report", "JSON report path, relative to the ini file", default="")
@@ -165,6 +192,16 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini(
         "readstream_pg_bindir", "PostgreSQL bin directory for the postgres implementation", default=""
     )
+    parser.addini(
+        "readstream_pg_source", "source tree of the server under test, relative to the ini file", default=""
+    )
+    parser.addini(
+        "readstream_pg_fetch_source",
+        "fetch the embedded server's source (cached)",
+        type="bool",
+        default=False,
+    )
+    parser.addini("readstream_pg_mutant", "C-level mutant of the traced read_stream.c copy", default="")
 
 
 def _ini_str(config: pytest.Config, name: str) -> str | None:
@@ -258,6 +295,47 @@ def _check_report_path(path: Path | None) -> None:
         )
 
 
+def _check_source_options(
+    impl: str,
+    pg_dsn: str | None,
+    pg_bindir: str | None,
+    pg_source: Path | None,
+    fetch: bool,
+    pg_mutant: str | None,
+) -> None:
+    """Refuse at start option combinations a traced copy cannot be built from, each in one line."""
+    if pg_mutant is not None:
+        if impl != "postgres":
+            raise pytest.UsageError(
+                f"--readstream-pg-mutant {pg_mutant} needs --readstream-impl=postgres (the implementation is {impl})"
+            )
+        if pg_source is None and not fetch:
+            raise pytest.UsageError(
+                f"--readstream-pg-mutant {pg_mutant} needs the server's source: give --readstream-pg-source=DIR "
+                "or --readstream-pg-fetch-source"
+            )
+    if pg_source is None and not fetch:
+        return
+    given = f"--readstream-pg-source {pg_source}" if pg_source is not None else "--readstream-pg-fetch-source"
+    if pg_source is not None and fetch:
+        raise pytest.UsageError(
+            f"give either --readstream-pg-source {pg_source} or --readstream-pg-fetch-source, not both"
+        )
+    if pg_dsn:
+        raise pytest.UsageError(
+            f"{given} needs a server the harness starts (--readstream-pg-bindir or the embedded one), "
+            "not --readstream-pg-dsn: the traced copy is compiled against the server's headers"
+        )
+    if fetch and pg_bindir:
+        raise pytest.UsageError(
+            "--readstream-pg-fetch-source fetches the embedded server's source; for "
+            f"--readstream-pg-bindir {pg_bindir} give that build's tree with --readstream-pg-source=DIR"
+        )
+    # The source tree's version is checked against the server's by the postgres implementation
+    # when it is created, still before any test runs (the plugin itself does not import the
+    # server harness).
+
+
 def resolve_options(config: pytest.Config) -> ReadstreamOptions:
     """Read every source once and build the run's :class:`ReadstreamOptions`."""
     impl, impl_source = _impl(config)
@@ -267,6 +345,14 @@ def resolve_options(config: pytest.Config) -> ReadstreamOptions:
         as_skips = bool(config.getini("readstream_xfails_as_skips"))
     report = _path(config, "readstream_report", "readstream_report")
     _check_report_path(report)
+    pg_dsn = _optional_str(config, "readstream_pg_dsn", "readstream_pg_dsn")
+    pg_bindir = _optional_str(config, "readstream_pg_bindir", "readstream_pg_bindir")
+    pg_source = _path(config, "readstream_pg_source", "readstream_pg_source")
+    fetch = config.getoption("readstream_pg_fetch_source")
+    if fetch is None:
+        fetch = bool(config.getini("readstream_pg_fetch_source"))
+    pg_mutant = _optional_str(config, "readstream_pg_mutant", "readstream_pg_mutant")
+    _check_source_options(impl, pg_dsn, pg_bindir, pg_source, bool(fetch), pg_mutant)
     return ReadstreamOptions(
         impl=impl,
         impl_source=impl_source,
@@ -275,8 +361,11 @@ def resolve_options(config: pytest.Config) -> ReadstreamOptions:
         report=report,
         xfails=_path(config, "readstream_xfails", "readstream_xfails"),
         xfails_as_skips=bool(as_skips),
-        pg_dsn=_optional_str(config, "readstream_pg_dsn", "readstream_pg_dsn"),
-        pg_bindir=_optional_str(config, "readstream_pg_bindir", "readstream_pg_bindir"),
+        pg_dsn=pg_dsn,
+        pg_bindir=pg_bindir,
+        pg_source=pg_source,
+        pg_fetch_source=bool(fetch),
+        pg_mutant=pg_mutant,
     )
 
 

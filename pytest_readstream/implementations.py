@@ -143,7 +143,7 @@ def _instantiate(obj: Any, given: str, kwargs: dict[str, Any]) -> Any:
         ) from None
 
 
-def _load_postgres(given: str, pg_dsn: str | None, pg_bindir: str | None) -> Any:
+def _load_postgres(given: str, pg_dsn: str | None, pg_bindir: str | None, source: dict[str, Any]) -> Any:
     for extra in _EXTRA_MODULES:
         if importlib.util.find_spec(extra) is None:
             raise ImplementationNotFound(
@@ -156,7 +156,10 @@ def _load_postgres(given: str, pg_dsn: str | None, pg_bindir: str | None) -> Any
             f"implementation 'postgres' is not part of this installation (module {module_name!r} "
             f"is missing); {_available_text()}"
         )
-    return _instantiate(_import_target(_POSTGRES_TARGET, given), given, {"dsn": pg_dsn, "bindir": pg_bindir})
+    kwargs: dict[str, Any] = {"dsn": pg_dsn, "bindir": pg_bindir}
+    # Only when given, so a user's replacement class without these parameters keeps working.
+    kwargs.update({k: v for k, v in source.items() if v})
+    return _instantiate(_import_target(_POSTGRES_TARGET, given), given, kwargs)
 
 
 def _load_mutant(given: str) -> Any:
@@ -173,8 +176,19 @@ def _load_mutant(given: str) -> Any:
     return _instantiate(table[bug], given, {})
 
 
-def load_implementation(name: str, *, pg_dsn: str | None = None, pg_bindir: str | None = None) -> Any:
+def load_implementation(
+    name: str,
+    *,
+    pg_dsn: str | None = None,
+    pg_bindir: str | None = None,
+    pg_source: str | None = None,
+    pg_fetch_source: bool = False,
+    pg_mutant: str | None = None,
+) -> Any:
     """The implementation object ``name`` designates, checked against the protocol.
+
+    ``pg_source``, ``pg_fetch_source`` and ``pg_mutant`` go to the ``postgres`` implementation
+    (the traced copy of the server's ``read_stream.c``, see ``postgres.traced_copy``).
 
     Raises :class:`ImplementationNotFound` with a one-line message when it cannot be had.
     """
@@ -184,7 +198,8 @@ def load_implementation(name: str, *, pg_dsn: str | None = None, pg_bindir: str 
     if given == "reference":
         impl: Any = ReferenceImplementation()
     elif given == "postgres":
-        impl = _load_postgres(given, pg_dsn, pg_bindir)
+        source = {"source": pg_source, "fetch_source": pg_fetch_source, "mutant": pg_mutant}
+        impl = _load_postgres(given, pg_dsn, pg_bindir, source)
     elif given.startswith(_MUTANT_PREFIX):
         impl = _load_mutant(given)
     else:

@@ -128,7 +128,14 @@ def _load(opts: ReadstreamOptions) -> Any:
     from .implementations import ImplementationNotFound, load_implementation
 
     try:
-        return load_implementation(opts.impl, pg_dsn=opts.pg_dsn, pg_bindir=opts.pg_bindir)
+        return load_implementation(
+            opts.impl,
+            pg_dsn=opts.pg_dsn,
+            pg_bindir=opts.pg_bindir,
+            pg_source=str(opts.pg_source) if opts.pg_source is not None else None,
+            pg_fetch_source=opts.pg_fetch_source,
+            pg_mutant=opts.pg_mutant,
+        )
     except ImplementationNotFound as err:
         text = " ".join(str(err).split())  # one line, whatever the underlying error printed
         raise pytest.UsageError(
@@ -304,8 +311,11 @@ def _skip_missing_capabilities(item: pytest.Item, implementation: Any, impl_name
     if missing:
         item.stash[_MISSING_KEY] = missing
         name = getattr(implementation, "name", impl_name)
+        why = getattr(implementation, "why_lacking", None)
+        reasons = [why(cap) if callable(why) else None for cap in missing]
         reason = f"implementation {name!r} lacks " + ", ".join(
-            f"capability {cap!r} ({CAPABILITIES[cap]})" for cap in missing
+            f"capability {cap!r} ({CAPABILITIES[cap]})" + (f": {r}" if r else "")
+            for cap, r in zip(missing, reasons, strict=True)
         )
         item.add_marker(pytest.mark.skip(reason=reason))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,40 @@ def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
         pytest.skip(f"no PostgreSQL 18 available: {err}")
     with server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def pg_source_tree(request: pytest.FixtureRequest) -> Path:
+    """The embedded server's source tree: ``--readstream-pg-source``, a fetch when
+    ``--readstream-pg-fetch-source`` asks for one, or a tree an earlier fetch left in the cache.
+
+    Nothing is downloaded unless the option asks; otherwise the test skips with one reason.
+    """
+    from pytest_readstream.postgres import embedded_bindir
+    from pytest_readstream.postgres.pgsource import (
+        READ_STREAM_C,
+        PgSourceUnavailable,
+        check_source,
+        fetch_source,
+        server_version,
+        source_cache_dir,
+    )
+
+    try:
+        version = server_version(embedded_bindir())
+    except PgNotAvailable as err:
+        pytest.skip(f"no PostgreSQL 18 available: {err}")
+    given = request.config.getoption("readstream_pg_source")
+    if given:
+        return check_source(Path(given).resolve(), version)
+    if request.config.getoption("readstream_pg_fetch_source"):
+        try:
+            return fetch_source(version)
+        except PgSourceUnavailable as err:
+            pytest.skip(str(err))
+    cached = source_cache_dir() / f"postgresql-{version}"
+    if (cached / READ_STREAM_C).is_file():
+        return cached
+    pytest.skip(
+        f"no PostgreSQL {version} source: give --readstream-pg-source=DIR or --readstream-pg-fetch-source"
+    )

@@ -1,0 +1,135 @@
+"""Whole streams through a traced copy of a build's ``read_stream.c``, with their own calls.
+
+:mod:`.traced_copy` turns a build's ``read_stream.c`` into a copy whose calls of
+``StartReadBuffers`` / ``WaitReadBuffers`` are recorded. This module compiles that copy together
+with a small driver of the project's own (``traced/rsp_traced_scan.c``) against the server's
+headers, loads it into a scratch database as the SQL function ``rsp_traced_scan``, and runs one
+block-range stream to the end (``read_stream_begin_relation`` with the build's own
+``block_range_read_stream_cb``, each buffer released as soon as it is returned). The result is
+the list of :class:`TraceEvent` the stream made, from which :func:`reads` takes the read
+sequence: every start that had to wait is one I/O of ``accepted`` blocks.
+
+It is what ``readstream compare`` runs on a side that has a source tree, and what the tests use
+to check a traced copy (and each C mutant) inside a live server. The probe extension uses the
+same generated copy for its step-by-step streams.
+
+The shared object is compiled with ``-fvisibility=hidden``: two traced copies loaded into one
+backend (say, a mutant's and the unmutated one) must each call their own renamed functions, not
+whichever ``rsp_traced_*`` the dynamic linker met first.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ._cbuild import ServerHeaders, build_shared_object, server_headers
+from .pgsource import READ_STREAM_C
+from .traced_copy import traced_copy_sources
+
+__all__ = [
+    "READ_STREAM_FLAGS",
+    "TraceEvent",
+    "build_traced_scan",
+    "install_traced_scan",
+    "reads",
+    "run_traced_scan",
+    "trace_header",
+]
+
+#: ``read_stream_begin_relation`` flags by name (``storage/read_stream.h``, PostgreSQL 18).
+READ_STREAM_FLAGS = {"default": 0x00, "maintenance": 0x01, "sequential": 0x02, "full": 0x04, "batching": 0x08}
+_FUNCTION = "rsp_traced_scan"
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One ``StartReadBuffers``/``StartReadBuffer`` (``start``) or ``WaitReadBuffers`` (``wait``) call."""
+
+    kind: str
+    blocknum: int
+    asked: int
+    accepted: int
+    forwarded: int
+    additional_pin_limit: int  # -1: the stream asked for none before this start
+    flags: int
+    must_wait: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _package_text(*parts: str) -> str:
+    return importlib.resources.files("pytest_readstream.postgres").joinpath(*parts).read_text()
+
+
+def trace_header() -> str:
+    """The probe's ``rsprobe_trace.h`` (the trace event the copy records)."""
+    return _package_text("probe", "rsprobe_trace.h")
+
+
+def build_traced_scan(
+    bindir: Path, source_tree: Path, *, mutant: str | None = None, headers: ServerHeaders | None = None
+) -> Path:
+    """Compile the driver with the traced copy of ``source_tree``'s ``read_stream.c`` for ``bindir``'s server.
+
+    Raises ``CBuildUnavailable`` (no compiler, no headers, a compile error) or
+    ``TracedCopyError`` (the file is not a v18 ``read_stream.c``, a mutant's edit does not apply),
+    each with one line.
+    """
+    headers = headers or server_headers(bindir)
+    sources = traced_copy_sources((Path(source_tree) / READ_STREAM_C).read_text(), mutant=mutant)
+    sources["rsprobe_trace.h"] = trace_header()
+    sources["rsp_traced_scan.c"] = _package_text("traced", "rsp_traced_scan.c")
+    return build_shared_object(
+        "rsp_traced_scan", sources, headers=headers, extra_cflags=("-fvisibility=hidden",)
+    )
+
+
+def install_traced_scan(conn: Any, shared_object: Path, *, name: str = _FUNCTION) -> str:
+    """Create (or replace) the SQL function ``name`` for ``shared_object`` in ``conn``'s database."""
+    from psycopg import sql
+
+    conn.execute(
+        sql.SQL(
+            "CREATE OR REPLACE FUNCTION {}(rel regclass, first int8, nblocks int8, flags int4, bulkread bool) "
+            "RETURNS TABLE (kind text, blocknum int8, asked int4, accepted int4, forwarded int4, "
+            "additional_pin_limit int4, flags int4, must_wait bool) "
+            "AS {}, 'rsp_traced_scan' LANGUAGE C STRICT VOLATILE"
+        ).format(sql.Identifier(name), sql.Literal(str(shared_object)))
+    )
+    return name
+
+
+def run_traced_scan(
+    session: Any,
+    relation: str,
+    nblocks: int,
+    *,
+    first: int = 0,
+    flags: int = 0,
+    bulkread: bool = False,
+    name: str = _FUNCTION,
+) -> list[TraceEvent]:
+    """Run one block-range stream of ``relation`` through the traced copy; its calls, in order.
+
+    ``session`` is anything with ``execute(query, params) -> rows`` (a
+    :class:`~pytest_readstream.postgres.session.PgSession`, whose backend then did the reads).
+    """
+    from psycopg import sql
+
+    query = sql.SQL("SELECT * FROM {}({}::regclass, %s, %s, %s, %s)").format(
+        sql.Identifier(name), sql.Literal(relation)
+    )
+    rows = session.execute(query, (first, nblocks, flags, bulkread))
+    return [
+        TraceEvent(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6]), bool(r[7]))
+        for r in rows
+    ]
+
+
+def reads(events: list[TraceEvent]) -> list[tuple[int, int]]:
+    """The I/Os of a trace: ``(first block, blocks)`` of every start that had to wait."""
+    return [(e.blocknum, e.accepted) for e in events if e.kind == "start" and e.must_wait]
