@@ -21,12 +21,13 @@ do this job (no predicate on file or offset, no delay, control per process).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import mmap
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -353,6 +354,15 @@ class ControlArea:
         finally:
             c.seq += 1
 
+    def set_enabled(self, on: bool) -> None:
+        """Let the installed rules act (or every read pass through), keeping their counters."""
+        c = self._c
+        c.seq += 1
+        try:
+            c.enabled = 1 if on and c.nrules else 0
+        finally:
+            c.seq += 1
+
     def fired(self, index: int) -> int:
         return int(self._c.rules[index].fired)
 
@@ -494,6 +504,15 @@ class FaultInjector:
             self._area.release(i)
         self._area.install([], self._server.block_size)
         self.rules = ()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Every read passes through inside the block; the rules and their counters stay."""
+        self._area.set_enabled(False)
+        try:
+            yield
+        finally:
+            self._area.set_enabled(True)
 
     def release(self, index: int = 0) -> None:
         """Let the hung requests of rule ``index`` return (and stop it hanging new ones)."""
