@@ -146,7 +146,8 @@ def interposer_library() -> Path:
 # -- what the harness asks for -------------------------------------------------------------------
 @dataclass(frozen=True)
 class Latency:
-    """Per-request latency: ``fixed`` µs, ``uniform`` in [low, high] µs, or ``exponential`` mean.
+    """Per-request latency of the storage below ``md.c`` (what ``mdreadv``/``mdstartreadv`` wait
+    for): ``fixed`` µs, ``uniform`` in [low, high] µs, or ``exponential`` with that mean.
 
     A drawn latency depends only on ``seed`` and the draw's number, so a run is reproducible
     whichever process happens to make the *k*-th draw.
@@ -193,7 +194,8 @@ def _mix(x: int) -> int:
 
 @dataclass(frozen=True)
 class RelationTarget:
-    """The segment files of one relation fork, by device and inode (``pg_relation_filepath``)."""
+    """The segment files of one relation fork (``md.c``'s ``MdfdVec`` list), by device and inode,
+    found through ``pg_relation_filepath``."""
 
     relation: str
     fork: str
@@ -203,7 +205,8 @@ class RelationTarget:
 
 @dataclass(frozen=True)
 class IoRule:
-    """What to do to the reads of ``target`` that touch blocks ``blocks`` (inclusive range).
+    """What to do to the reads of ``target`` that touch blocks ``blocks`` (inclusive range): a fault
+    of the storage below ``md.c``, seen by ``pg_preadv`` (``port/pg_iovec.h``).
 
     ``action``: ``delay`` (latency only), ``eio``, ``short`` (the request returns the bytes before
     ``blocks[0]``, or ``short_bytes`` if it starts there; with ``short_bytes=0`` such a request is
@@ -282,7 +285,8 @@ def rule_for_device(
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One request a rule matched (``RsiEntry``): what fired, on which blocks, with what result."""
+    """One ``pg_preadv`` request a rule matched (``RsiEntry`` in ``rsinterpose.h``): what fired, on
+    which blocks, with what result."""
 
     pid: int
     rule: int
@@ -299,7 +303,8 @@ class LedgerEntry:
 
 # -- the control area -------------------------------------------------------------------------
 class ControlArea:
-    """The file the interposer maps (``RsiControl`` in ``rsinterpose.h``), seen from the harness."""
+    """The file the interposer maps (``RsiControl`` in ``rsinterpose.h``), seen from the harness: the
+    rules every server process applies to its ``pread``/``preadv`` calls (``pg_preadv``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -434,7 +439,8 @@ def _fill(slot: _Rule, rule: IoRule) -> None:
 
 # -- the harness's handle on a server's interposer ---------------------------------------------
 class FaultInjector:
-    """Rules for the reads of a server started with the interposer (``PgServer.faults``).
+    """Rules for the relation reads (``mdreadv``/``mdstartreadv`` in ``md.c``, through ``pg_preadv``)
+    of a server started with the interposer (``PgServer.faults``).
 
     Rules are changed between statements; :meth:`apply` replaces them all, :meth:`clear` removes
     them (every read then passes straight through). The ledger records every request a rule

@@ -47,7 +47,8 @@ def read_error(err: psycopg.Error, relation: str) -> Exception | None:
 
 
 class StreamFaults:
-    """The interposer rules of one test's transaction (see the module docstring)."""
+    """The interposer rules carrying out one test's ``FaultPlan`` (the model's storage faults below
+    ``md.c``) on the server's stream (``read_stream.c`` through the probe); see the module docstring."""
 
     def __init__(self, impl: Any) -> None:
         self._impl = impl

@@ -63,7 +63,8 @@ _PAIR = ("pg_prewarm", "pg_prewarm_read")
 
 @dataclass(frozen=True)
 class TimingCase:
-    """One row: a scan under an imposed latency and I/O settings."""
+    """One row: a scan (``heapam.c``'s sequential scan, ``pg_prewarm.c``, ``tsm_system``, ``vacuumlazy.c``)
+    under an imposed read latency and I/O settings."""
 
     scan: str
     latency_us: int
