@@ -368,13 +368,8 @@ def _oracle_timing(args: argparse.Namespace) -> int:
         raise CliError(f"--repeats {args.repeats} is not valid; allowed: 1..99")
     _check_output("--markdown", args.markdown)
 
-    def progress(row: dict[str, Any]) -> None:
-        print(
-            f"  {row['scan']} {row['latency_us']} µs {row['io_method']} eic {row['eic']}: "
-            f"server {row['server_ms']} ms, model {row['model_ms']} ms",
-            file=sys.stderr,
-            flush=True,
-        )
+    def progress(message: str) -> None:
+        print(f"  {message}", file=sys.stderr, flush=True)
 
     try:
         result = timing.run_timing(

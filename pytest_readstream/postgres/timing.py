@@ -17,10 +17,14 @@ case (a scan, an imposed per-request latency, ``io_method``, ``effective_io_conc
    runs buffered (its files are in the page cache, so each read costs the imposed latency and a
    copy); ``direct=True`` cases run it with ``debug_io_direct=data`` too, where the real device's
    own latency then adds to the imposed one (the ledger includes it);
-3. **CPU**: the model's ``CpuCosts`` are calibrated once per run from the same machine: a
-   sequential scan with no imposed latency on the server against the model on a free device gives
-   one factor by which every default cost is scaled (``calibration`` in the output). Without it,
-   the model predicts the CPU of "a current x86 server", not of the machine the server runs on.
+3. **CPU**: the model's ``CpuCosts`` are calibrated from the same machine and run: a sequential
+   scan with no imposed latency, timed in every round beside the cases, against the model on a
+   free device gives one factor by which every default cost is scaled (``calibration`` in the
+   output). Without it, the model predicts the CPU of "a current x86 server", not of the machine
+   the server runs on.
+
+The repeats are interleaved (round after round of every case), so a change of the machine's load
+during the run moves all cases alike.
 
 The ratio is model / server; the goal is 0.8-1.25 per case and, for each configuration, the
 streamed / unstreamed speedup (``pg_prewarm`` in mode ``buffer``, streamed in 18, against mode
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
@@ -149,29 +153,16 @@ def _model_ms(case: TimingCase, spec: Any, latency_us: float, costs: Any) -> flo
     return out.elapsed_us / 1000.0
 
 
-@dataclass
-class _Calibration:
-    scale: float
-    server_ms: float
-    model_ms: float
-    costs: Any = field(repr=False, default=None)
+_CALIBRATION_CASE = TimingCase("seqscan", 0, "sync", 16)
 
 
-def _calibrate(impl: Any, spec: Any, repeats: int) -> _Calibration:
-    """One factor for every ``CpuCosts`` field: this machine's seqscan CPU against the model's."""
+def _scaled_costs(scale: float) -> Any:
     from dataclasses import fields
 
     from reference_impl.costs import CpuCosts
 
-    case = TimingCase("seqscan", 0, "sync", 16)
-    timing = impl.time_scan(_request(case, spec, model=False), _device(0), repeats=repeats)
-    server_ms = statistics.median(timing.seconds) * 1000.0
-    service = statistics.median(timing.service_us) if timing.service_us else 0.0
-    model_ms = _model_ms(case, spec, service, None)
-    scale = server_ms / model_ms if model_ms > 0 else 1.0
     base = CpuCosts()
-    costs = CpuCosts(**{f.name: getattr(base, f.name) * scale for f in fields(CpuCosts)})
-    return _Calibration(scale, server_ms, model_ms, costs)
+    return CpuCosts(**{f.name: getattr(base, f.name) * scale for f in fields(CpuCosts)})
 
 
 def run_timing(
@@ -185,7 +176,13 @@ def run_timing(
     bindir: str | None = None,
     progress: Any = None,
 ) -> dict[str, Any]:
-    """Time ``chosen`` on the server and in the model; the JSON-ready table (see the module doc)."""
+    """Time ``chosen`` on the server and in the model; the JSON-ready table (see the module doc).
+
+    The repeats are interleaved: each round runs every case once (grouped by ``io_method`` so a
+    round restarts the server at most twice), so a machine whose load changes during the run
+    moves every case alike instead of deciding some of them. The calibration case runs in every
+    round too.
+    """
     from .implementation import PostgresImplementation
 
     if not isinstance(nblocks, int) or not 16 <= nblocks <= 131072:
@@ -196,48 +193,60 @@ def run_timing(
     if impl is None:
         impl = PostgresImplementation(dsn=dsn, bindir=bindir, interpose=True, pytest_mode=False)
     spec = _spec(nblocks)
+    plan = ([_CALIBRATION_CASE] if calibrate else []) + sorted(chosen, key=lambda c: (c.io_method, c.direct))
+    seconds: dict[TimingCase, list[float]] = {c: [] for c in plan}
+    service: dict[TimingCase, list[float]] = {c: [] for c in plan}
     try:
-        cal = _calibrate(impl, spec, repeats) if calibrate else None
-        costs = cal.costs if cal is not None else None
-        rows = []
-        for case in chosen:
-            timing = impl.time_scan(
-                _request(case, spec, model=False), _device(case.latency_us), repeats=repeats
-            )
-            server_ms = statistics.median(timing.seconds) * 1000.0
-            service = statistics.median(timing.service_us) if timing.service_us else float(case.latency_us)
-            model_ms = _model_ms(case, spec, service, costs)
-            row = {
+        for round_no in range(repeats):
+            for case in plan:
+                t = impl.time_scan(_request(case, spec, model=False), _device(case.latency_us), repeats=1)
+                seconds[case].extend(t.seconds)
+                service[case].extend(t.service_us)
+            if progress is not None:
+                progress(f"round {round_no + 1} of {repeats} done")
+        version = impl.server.version
+    finally:
+        if own:
+            impl.close()
+    calibration = None
+    costs = None
+    if calibrate:
+        c = _CALIBRATION_CASE
+        server_ms = statistics.median(seconds[c]) * 1000.0
+        served = statistics.median(service[c]) if service[c] else 0.0
+        model_ms = _model_ms(c, spec, served, None)
+        scale = server_ms / model_ms if model_ms > 0 else 1.0
+        costs = _scaled_costs(scale)
+        calibration = {
+            "cpu_scale": round(scale, 3),
+            "server_ms": round(server_ms, 2),
+            "model_ms": round(model_ms, 2),
+        }
+    rows = []
+    for case in chosen:
+        server_ms = statistics.median(seconds[case]) * 1000.0
+        served = statistics.median(service[case]) if service[case] else float(case.latency_us)
+        model_ms = _model_ms(case, spec, served, costs)
+        rows.append(
+            {
                 "scan": case.scan,
                 "latency_us": case.latency_us,
                 "io_method": case.io_method,
                 "eic": case.eic,
                 "direct": case.direct,
-                "service_us": round(service, 1),
-                "requests": len(timing.service_us) // repeats,
+                "service_us": round(served, 1),
+                "requests": len(service[case]) // repeats,
                 "server_ms": round(server_ms, 2),
-                "server_runs_ms": [round(s * 1000.0, 2) for s in timing.seconds],
+                "server_runs_ms": [round(x * 1000.0, 2) for x in seconds[case]],
                 "model_ms": round(model_ms, 2),
                 "ratio": round(model_ms / server_ms, 3) if server_ms > 0 else None,
             }
-            rows.append(row)
-            if progress is not None:
-                progress(row)
-        version = impl.server.version
-    finally:
-        if own:
-            impl.close()
+        )
     return {
         "server_version": version,
         "nblocks": nblocks,
         "repeats": repeats,
-        "calibration": None
-        if cal is None
-        else {
-            "cpu_scale": round(cal.scale, 3),
-            "server_ms": round(cal.server_ms, 2),
-            "model_ms": round(cal.model_ms, 2),
-        },
+        "calibration": calibration,
         "rows": rows,
         "speedups": speedups(rows),
     }
