@@ -29,7 +29,6 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,6 +45,8 @@ __all__ = [
     "RelationTarget",
     "interposer_library",
     "rule_for_device",
+    "rule_for_fault",
+    "unsupported_fault",
 ]
 
 _MAGIC = 0x50495352
@@ -138,7 +139,9 @@ def interposer_library() -> Path:
 
     It needs no PostgreSQL headers: it only wraps libc calls, so it builds for any server.
     """
-    pkg = resources.files(__package__ or "pytest_readstream.postgres") / "interpose"
+    # Next to this module, not through importlib.resources: a package reached through an old,
+    # moved name (``_moved``) has a loader without a resource reader.
+    pkg = Path(__file__).resolve().parent / "interpose"
     sources = {name: (pkg / name).read_text(encoding="utf-8") for name in ("rsinterpose.c", "rsinterpose.h")}
     return build_shared_object("rsinterpose", sources, libraries=("m", "dl"))
 
@@ -252,6 +255,32 @@ class IoRule:
             and self.max_inflight is None
         ):
             raise ValueError("a delay rule needs latency=, per_byte_ns= or max_inflight=")
+
+
+def unsupported_fault(fault: Any) -> str | None:
+    """Why the interposer cannot inject a model ``Fault`` as the model does (``None``: it can)."""
+    if fault.kind == "checksum":
+        return "a page failing verification is not a read error; the interposer changes no data"
+    if fault.nth_read is not None:
+        return (
+            "nth_read counts every read of the model's instance; the server's reads of catalogs "
+            "and other relations are not the model's, so give block= instead"
+        )
+    return None
+
+
+def rule_for_fault(fault: Any, target: RelationTarget) -> IoRule:
+    """The rule doing what the model's ``FaultPlan.on_read`` does with a ``Fault`` of a block."""
+    blocks = (int(fault.block), int(fault.block))
+    if fault.kind == "eio":
+        return IoRule(target, "eio", blocks=blocks, times=fault.times)
+    if fault.kind == "short_read":
+        # The model returns the blocks before the faulty one and leaves a read starting there
+        # alone (short_bytes=0 keeps the rule armed for a later one).
+        return IoRule(target, "short", blocks=blocks, times=fault.times, short_bytes=0)
+    return IoRule(
+        target, "delay", blocks=blocks, times=fault.times, latency=Latency("fixed", float(fault.extra_us))
+    )
 
 
 def rule_for_device(

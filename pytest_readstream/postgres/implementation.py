@@ -63,7 +63,7 @@ from ..protocol import ScanOutcome, ScanRequest
 from ._cbuild import CBuildUnavailable
 from ._cluster import embedded_bindir
 from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
-from .faults import IoRule, Latency, interposer_library, rule_for_device
+from .faults import interposer_library, rule_for_device, rule_for_fault, unsupported_fault
 from .observe import evict, measure, pinned_buffers
 from .pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
 from .probe_build import build_probe
@@ -560,7 +560,7 @@ class PostgresImplementation:
                     "staged on a server at a chosen time; the stream-level fault tests cover it"
                 )
             for fault in plan.faults:
-                why = _unsupported_fault(fault)
+                why = unsupported_fault(fault)
                 if why is not None:
                     raise UnsupportedLayout(f"ScanRequest.faults: {fault.kind} fault: {why}")
 
@@ -887,7 +887,7 @@ class PostgresImplementation:
                     target = injector.target(self.database.name, rel, fork)
                 except ValueError as err:
                     raise UnsupportedLayout(f"ScanRequest.faults: {err}") from err
-                rules.append(_rule_for(fault, target))
+                rules.append(rule_for_fault(fault, target))
                 injected.append((fault, rel))
         injector.apply(*rules)
         return injected
@@ -976,32 +976,6 @@ def _fault_plan(faults: Any) -> Any:
     if isinstance(faults, dict):
         return FaultPlan.from_dict(faults)
     raise ValueError(f"ScanRequest.faults = {faults!r} is invalid: allowed a FaultPlan, its dict or None")
-
-
-def _unsupported_fault(fault: Any) -> str | None:
-    """Why the interposer cannot inject ``fault`` as the model does (``None``: it can)."""
-    if fault.kind == "checksum":
-        return "a page failing verification is not a read error; the interposer changes no data"
-    if fault.nth_read is not None:
-        return (
-            "nth_read counts every read of the model's instance; the server's reads of catalogs "
-            "and other relations are not the model's, so give block= instead"
-        )
-    return None
-
-
-def _rule_for(fault: Any, target: Any) -> IoRule:
-    """The interposer rule doing what the model's ``FaultPlan.on_read`` does with ``fault``."""
-    blocks = (int(fault.block), int(fault.block))
-    if fault.kind == "eio":
-        return IoRule(target, "eio", blocks=blocks, times=fault.times)
-    if fault.kind == "short_read":
-        # The model returns the blocks before the faulty one and leaves a read starting there
-        # alone (short_bytes=0 keeps the rule armed for a later one).
-        return IoRule(target, "short", blocks=blocks, times=fault.times, short_bytes=0)
-    return IoRule(
-        target, "delay", blocks=blocks, times=fault.times, latency=Latency("fixed", float(fault.extra_us))
-    )
 
 
 def _resident_main(conn: psycopg.Connection[Any], table: str) -> list[int]:

@@ -3,7 +3,7 @@
 A conformance test puts its faults in the model instance's plan (``readstream_faults``); a remote
 stream (``remote_stream``) runs on server tables that mirror the test's relations. This turns each
 storage fault of a mirrored relation into a rule of the read interposer (``faults``) on that
-table's file, as the ``scans`` path does (``implementation._rule_for``), installs them once the
+table's file, as the ``scans`` path does (``faults.rule_for_fault``), installs them once the
 cache state is mirrored (its ``pg_prewarm`` must not trip them), writes what fired into the plan's
 own ledger in the model's terms, and keeps them, with their counters, for as long as the test's
 plan is the same one (a fault that fired ``times`` times stays spent across the test's aborts and
@@ -26,6 +26,8 @@ import re
 from typing import Any
 
 import psycopg
+
+from .faults import rule_for_fault, unsupported_fault
 
 __all__ = ["StreamFaults", "read_error"]
 
@@ -73,15 +75,13 @@ class StreamFaults:
 
     def why_not(self, plan: Any) -> str | None:
         """Why ``plan``'s faults cannot be injected on the server (``None``: they can)."""
-        from .implementation import _unsupported_fault
-
         if "fault-injection" not in self._impl.capabilities:
             return (
                 "the server offers no fault injection (capability 'fault-injection'): "
                 f"{self._impl.fault_injection_unavailable}"
             )
         for fault in plan.faults:
-            why = _unsupported_fault(fault)
+            why = unsupported_fault(fault)
             if why is not None:
                 return f"{fault.kind} fault: {why}"
             if int(fault.fork) != 0:
@@ -96,8 +96,6 @@ class StreamFaults:
         Installed again only when a relation with faults was mirrored since (the counters then
         start afresh, as a new rule set does).
         """
-        from .implementation import _rule_for
-
         wanted: list[tuple[int, str]] = []
         for i, fault in enumerate(plan.faults):
             names = [fault.relation] if fault.relation is not None else sorted(mirrored)
@@ -108,7 +106,7 @@ class StreamFaults:
         injector = self._impl.server.faults
         dbname = self._impl.database.name
         targets = {table: injector.target(dbname, table) for table in {t for _, t in wanted}}
-        rules = [_rule_for(plan.faults[i], targets[table]) for i, table in wanted]
+        rules = [rule_for_fault(plan.faults[i], targets[table]) for i, table in wanted]
         injector.apply(*rules)
         reverse = {table: name for name, table in mirrored.items()}
         self._kinds = [(plan.faults[i], reverse[table]) for i, table in wanted]
