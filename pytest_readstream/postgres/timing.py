@@ -302,14 +302,15 @@ def format_timing(result: dict[str, Any]) -> str:
         lines.append(
             f"{r['scan']:<20} {r['latency_us'] / 1000:>6g}ms {r['io_method']:<7} {r['eic']:>3} "
             f"{r['service_us']:>6.0f}us {r['requests']:>5} {r['model_ms']:>9.2f} {r['server_ms']:>10.2f} "
-            f"{r['ratio']:>6.2f}{_within(r['ratio'])}"
+            f"{r['ratio']:>6.2f}{' direct' if r['direct'] else ''}{_within(r['ratio'])}"
         )
     if result["speedups"]:
         lines.append("streamed (pg_prewarm buffer) vs unstreamed (pg_prewarm read): unstreamed / streamed")
         for s in result["speedups"]:
             flag = "" if abs(s["deviation"]) <= 0.15 else "  <-- more than 15 % apart"
             lines.append(
-                f"  {s['latency_us'] / 1000:g} ms {s['io_method']:<7} eic {s['eic']:>2}: server "
+                f"  {s['latency_us'] / 1000:g} ms {s['io_method']:<7} eic {s['eic']:>2}"
+                f"{', direct' if s['direct'] else ''}: server "
                 f"{s['server_speedup']:.2f}x, model {s['model_speedup']:.2f}x ({s['deviation']:+.1%}){flag}"
             )
     return "\n".join(lines)
@@ -323,7 +324,7 @@ def markdown_timing(result: dict[str, Any]) -> str:
     ]
     for r in result["rows"]:
         lines.append(
-            f"| {r['scan']} | {r['latency_us'] / 1000:g} ms | {r['io_method']} | {r['eic']} | "
+            f"| {r['scan']} | {r['latency_us'] / 1000:g} ms{' (direct)' if r['direct'] else ''} | {r['io_method']} | {r['eic']} | "
             f"{r['service_us']:.0f} µs | {r['requests']} | {r['model_ms']:.2f} | {r['server_ms']:.2f} | "
             f"{r['ratio']:.2f} |"
         )
@@ -335,7 +336,8 @@ def markdown_timing(result: dict[str, Any]) -> str:
         ]
         for s in result["speedups"]:
             lines.append(
-                f"| {s['latency_us'] / 1000:g} ms | {s['io_method']} | {s['eic']} | {s['server_speedup']:.2f}x | "
+                f"| {s['latency_us'] / 1000:g} ms{' (direct)' if s['direct'] else ''} | {s['io_method']} | {s['eic']} | "
+                f"{s['server_speedup']:.2f}x | "
                 f"{s['model_speedup']:.2f}x | {s['deviation']:+.1%} |"
             )
     return "\n".join(lines)

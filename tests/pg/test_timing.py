@@ -111,3 +111,24 @@ def test_bad_timing_options_are_one_line(
     assert main(["oracle", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_direct_rows_are_marked() -> None:
+    rows = [
+        {**_row("pg_prewarm", 10.0, 12.5), "direct": True},
+        {**_row("pg_prewarm_read", 100.0, 110.0), "direct": True},
+    ]
+    (s,) = timing.speedups(rows)
+    assert s["direct"] is True
+    result = {
+        "server_version": "18.6",
+        "nblocks": 64,
+        "repeats": 1,
+        "calibration": None,
+        "rows": rows,
+        "speedups": [s],
+    }
+    assert "0.80 direct" in timing.format_timing(result) and "eic 16, direct: server" in timing.format_timing(
+        result
+    )
+    assert "| 2 ms (direct) | sync | 16 |" in timing.markdown_timing(result)
