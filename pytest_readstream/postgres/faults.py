@@ -372,6 +372,8 @@ class ControlArea:
         """Replace every rule (counters and ledger start afresh) under the sequence lock."""
         if len(rules) > _MAX_RULES:
             raise ValueError(f"{len(rules)} rules given; allowed: at most {_MAX_RULES}")
+        for rule in rules:
+            _check_files(rule)  # before anything changes: a bad rule leaves the old ones in force
         c = self._c
         c.seq += 1  # odd: readers wait until the rewrite is done
         try:
@@ -437,7 +439,7 @@ class ControlArea:
         self._map.close()
 
 
-def _fill(slot: _Rule, rule: IoRule) -> None:
+def _check_files(rule: IoRule) -> None:
     files = rule.target.files
     if not files:
         raise ValueError(f"relation {rule.target.relation!r} ({rule.target.fork}) has no file to act on")
@@ -445,6 +447,10 @@ def _fill(slot: _Rule, rule: IoRule) -> None:
         raise ValueError(
             f"relation {rule.target.relation!r} has {len(files)} segment files; allowed: at most {_MAX_FILES}"
         )
+
+
+def _fill(slot: _Rule, rule: IoRule) -> None:
+    files = rule.target.files
     lat = rule.latency or Latency()
     slot.action = ACTIONS.index(rule.action)
     slot.nfiles = len(files)

@@ -449,3 +449,18 @@ def test_bad_latency_is_one_line() -> None:
         Latency("normal", 1.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"uniform latency high 1.0 µs is out of range"):
         Latency("uniform", 5.0, high_us=1.0)
+
+
+def test_a_rule_without_files_is_refused_and_the_old_rules_stay(
+    ip_server: PgServer, ip_db: ScratchDatabase, faults: FaultInjector
+) -> None:
+    t = faults.target(ip_db.name, "t")
+    faults.apply(_observe(t))
+    empty = RelationTarget("gone", "main", (), ())
+    with pytest.raises(ValueError, match=r"^relation 'gone' \(main\) has no file to act on$"):
+        faults.apply(_observe(t), IoRule(empty, "eio"))
+    assert faults.area.matched == 0 and faults.rules == (_observe(t),)
+    with ip_db.session() as s:
+        _evict(s, "t")
+        s.execute("SELECT count(*) FROM t")
+    assert faults.matched(0) > 0  # the rule installed before the refused call still acts
