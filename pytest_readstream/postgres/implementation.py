@@ -415,17 +415,30 @@ class PostgresImplementation:
                     workdir: str | os.PathLike[str] = self._tmpdir.name
                 else:
                     workdir = self._workdir
-                interpose = "fault-injection" in self.capabilities
-                if self.bindir:
-                    self._server = PgServer.from_bindir(self.bindir, workdir, interpose=interpose)
-                else:
-                    self._server = PgServer.embedded(workdir, interpose=interpose)
+                interpose = bool(self._fault_caps)
+                try:
+                    self._server = self._start_server(workdir, interpose)
+                except PgStartupError as err:
+                    if not interpose or "read interposer did not attach" not in str(err):
+                        raise
+                    # The library built but did not load into the postmaster: a plain server
+                    # still serves everything else; fault-injection says why it is missing.
+                    self._fault_caps = frozenset()
+                    self.fault_injection_unavailable = (
+                        "the read interposer did not load into the server: " + str(err).splitlines()[0]
+                    )
+                    self._server = self._start_server(workdir, False)
             with self._server.connect() as conn:
                 for name in (*_FIXED_SETTINGS, "data_checksums"):
                     row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
                     assert row is not None
                     self._fixed[name] = str(row[0])
         return self._server
+
+    def _start_server(self, workdir: str | os.PathLike[str], interpose: bool) -> PgServer:
+        if self.bindir:
+            return PgServer.from_bindir(self.bindir, workdir, interpose=interpose)
+        return PgServer.embedded(workdir, interpose=interpose)
 
     @property
     def database(self) -> ScratchDatabase:

@@ -25,6 +25,7 @@ the server log -- on that call and on every later one.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -524,7 +525,13 @@ class PgServer:
     def _attach_interposer(self) -> None:
         cluster = self._cluster
         assert cluster is not None
-        library = interposer_library()  # CBuildUnavailable (a PgNotAvailable): one line
+        built = interposer_library()  # CBuildUnavailable (a PgNotAvailable): one line
+        # A copy in the server's run directory, which the server's OS user can always reach: the
+        # build cache may sit under a TMPDIR it cannot enter (the dynamic loader would then skip
+        # the preload without an error the postmaster could report).
+        library = cluster.run_dir / built.name
+        shutil.copy2(built, library)
+        library.chmod(0o755)
         area = ControlArea(cluster.run_dir / "interpose.ctl")
         cluster.run_as.chown(area.path)
         cluster.env = preload_environment(library, area, os.environ.items())

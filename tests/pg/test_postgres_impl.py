@@ -20,6 +20,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
@@ -606,3 +607,30 @@ def test_pytest_run_without_a_server_ends_with_one_clear_error(tmp_path: Path) -
     out = proc.stdout + proc.stderr
     assert out.count("Exit: readstream postgres implementation: cannot connect") == 1, out
     assert "no tests ran" in out and proc.returncode == 2, out
+
+
+@pytest.mark.postgres
+def test_an_interposer_that_does_not_load_leaves_a_plain_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library builds but the dynamic loader cannot preload it: the implementation runs a
+    server without it and says why fault-injection is missing, instead of being unusable."""
+    from pytest_readstream.postgres import faults, server
+
+    impl = PostgresImplementation(pytest_mode=False)
+    if impl.fault_injection_unavailable is not None:
+        pytest.skip(impl.fault_injection_unavailable)
+    real = faults.preload_environment
+
+    def broken(library: Path, area: faults.ControlArea, base: Any) -> dict[str, str]:
+        return real(library.with_name("no-such-library.so"), area, base)
+
+    monkeypatch.setattr(server, "preload_environment", broken)
+    try:
+        assert not impl.server.interposed
+        assert "fault-injection" not in impl.capabilities
+        reason = impl.fault_injection_unavailable
+        assert reason is not None and reason.startswith("the read interposer did not load into the server: ")
+        assert impl.why_lacking("fault-injection") == reason
+        out = impl.run_scan(ScanRequest("seqscan", relation=_SMALL))
+        assert out.error is None
+    finally:
+        impl.close()
