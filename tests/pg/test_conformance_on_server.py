@@ -69,6 +69,9 @@ def test_the_fault_family_runs_against_the_server_with_the_interposer(tmp_path: 
         "--readstream-impl=postgres", f"--readstream-xfails={FAULT_EXPECTATIONS}",
         "-W", "error::pytest_readstream.xfails.ReadstreamXfailsWarning",
         "-p", "no:cacheprovider", "-q", "-rsx",
+        # Its own temporary root: a pytest run that creates the default one resets it to 0700,
+        # which cuts other tests' servers (run as another OS user) off their files.
+        f"--basetemp={tmp_path / 'basetemp'}",
         *(["--readstream-pg-fetch-source"] if traced else []),
     ]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=900)
