@@ -302,6 +302,13 @@ def rule_for_device(
         raise ValueError(
             f"device profile {prof.name!r} has jitter {prof.jitter}; allowed: profiles without jitter"
         )
+    if prof.sequential_latency_us is not None:
+        # A spinning disk's cheaper sequential request needs the previous request's end, which
+        # the interposer does not track: refused rather than charged the random latency.
+        raise ValueError(
+            f"device profile {prof.name!r} has a sequential latency; allowed: profiles without one "
+            "(nvme, sata-ssd, cloud-1ms, ram)"
+        )
     return IoRule(
         target,
         "delay",

@@ -464,3 +464,15 @@ def test_a_rule_without_files_is_refused_and_the_old_rules_stay(
         _evict(s, "t")
         s.execute("SELECT count(*) FROM t")
     assert faults.matched(0) > 0  # the rule installed before the refused call still acts
+
+
+def test_device_profiles_become_rules() -> None:
+    from pytest_readstream.postgres.faults import rule_for_device
+
+    rule = rule_for_device(_T, "cloud-1ms", seed=3)
+    assert rule.latency == Latency("fixed", 1000.0, seed=3) and rule.max_inflight == 32
+    assert rule.per_byte_ns == pytest.approx(1000.0 / (250.0 * 1.048576))
+    with pytest.raises(
+        ValueError, match=r"^device profile 'hdd' has a sequential latency; allowed: profiles"
+    ):
+        rule_for_device(_T, "hdd")
