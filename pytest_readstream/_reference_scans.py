@@ -59,8 +59,11 @@ def _plan_copy(faults: Any, seed: int) -> Any:
     )
 
 
-def prepare_instance(request: ScanRequest) -> tuple[Any, Any, Any]:
-    """The instance, built relation and fault plan a request describes (steps 1-4 above)."""
+def prepare_instance(request: ScanRequest, *, costs: Any = None) -> tuple[Any, Any, Any]:
+    """The instance, built relation and fault plan a request describes (steps 1-4 above).
+
+    ``costs`` (a ``reference_impl.CpuCosts``) replaces the model's default CPU costs.
+    """
     import numpy as np
 
     from reference_impl import Instance, Settings
@@ -77,7 +80,7 @@ def prepare_instance(request: ScanRequest) -> tuple[Any, Any, Any]:
         )
     settings = request.settings if request.settings is not None else Settings()
     plan = _plan_copy(request.faults, request.seed)
-    inst = Instance(settings, device=request.device, faults=plan, seed=request.seed)
+    inst = Instance(settings, device=request.device, faults=plan, seed=request.seed, costs=costs)
     rel = build_relation(inst, request.relation)
     n = rel.heap.nblocks()
     if request.cached_fraction > 0 and n:
@@ -90,11 +93,11 @@ def prepare_instance(request: ScanRequest) -> tuple[Any, Any, Any]:
     return inst, rel, plan
 
 
-def run_scan(request: ScanRequest) -> ScanOutcome:
+def run_scan(request: ScanRequest, *, costs: Any = None) -> ScanOutcome:
     """Run ``request`` on a fresh instance of the model (see the module docstring)."""
     from reference_impl import scans
 
-    inst, rel, plan = prepare_instance(request)
+    inst, rel, plan = prepare_instance(request, costs=costs)
     cancel = request.cancel_after_buffers
     if cancel is None and plan.cancel is not None:
         cancel = plan.cancel.after_buffers

@@ -9,6 +9,7 @@ Subcommands::
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
     readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH]
     readstream oracle   [--pg-dsn URI] [--pg-bindir DIR] [--json PATH] [--only SUBSTRING]
+    readstream oracle --timing [--latency US] [--scan NAME] [--nblocks N] [--repeats R] [--direct]
     readstream scans    (list every scan and its parameters)
     readstream devices  (list device profiles)
 
@@ -301,8 +302,29 @@ def _cmd_oracle(argv: Sequence[str]) -> int:
     p.add_argument("--json", help="write the scenario table to this path")
     p.add_argument("--only", action="append", default=[], help="only scenarios whose name contains this")
     p.add_argument("--allow-nonempty", action="store_true", help="accept a DSN database holding user tables")
+    p.add_argument(
+        "--timing",
+        action="store_true",
+        help="time scans under imposed read latencies on a server the harness starts (read interposer) "
+        "and print the model's elapsed time beside the server's",
+    )
+    p.add_argument(
+        "--latency", type=int, action="append", default=[], help="--timing: imposed µs per read (repeatable)"
+    )
+    p.add_argument("--scan", action="append", default=[], help="--timing: only this scan (repeatable)")
+    p.add_argument("--nblocks", type=int, default=256, help="--timing: table size in blocks (default 256)")
+    p.add_argument(
+        "--repeats", type=int, default=5, help="--timing: runs per case, the median is used (default 5)"
+    )
+    p.add_argument(
+        "--direct", action="store_true", help="--timing: also run the server with debug_io_direct=data"
+    )
+    p.add_argument("--no-calibrate", action="store_true", help="--timing: keep the model's default CpuCosts")
+    p.add_argument("--markdown", help="--timing: also write the table as Markdown to this path")
     args = p.parse_args(argv)
     _check_outputs(args)
+    if args.timing:
+        return _oracle_timing(args)
     try:
         from .postgres.oracle import run_oracle
     except ImportError as exc:
@@ -319,6 +341,55 @@ def _cmd_oracle(argv: Sequence[str]) -> int:
         raise CliError(str(exc).splitlines()[0]) from None
     _write_json(args.json, result)
     return 0 if all(s.get("agree") or s.get("explained") for s in result.get("scenarios", [])) else 1
+
+
+def _oracle_timing(args: argparse.Namespace) -> int:
+    if args.pg_dsn:
+        raise CliError("--timing needs a server the harness starts (its reads are interposed): drop --pg-dsn")
+    try:
+        from .postgres import timing
+    except ImportError as exc:
+        raise CliError(
+            f"the oracle needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
+        ) from None
+    from .postgres import PgHarnessError
+
+    try:
+        chosen = timing.cases(
+            scans=args.scan or tuple(timing.TIMED_SCANS),
+            latencies=args.latency or timing.DEFAULT_LATENCIES,
+            direct=(False, True) if args.direct else (False,),
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if not 16 <= args.nblocks <= 131072:
+        raise CliError(f"--nblocks {args.nblocks} is not valid; allowed: 16..131072")
+    if not 1 <= args.repeats <= 99:
+        raise CliError(f"--repeats {args.repeats} is not valid; allowed: 1..99")
+    _check_output("--markdown", args.markdown)
+
+    def progress(message: str) -> None:
+        print(f"  {message}", file=sys.stderr, flush=True)
+
+    try:
+        result = timing.run_timing(
+            chosen,
+            nblocks=args.nblocks,
+            repeats=args.repeats,
+            calibrate=not args.no_calibrate,
+            bindir=args.pg_bindir,
+            progress=progress,
+        )
+    except PgHarnessError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    print(timing.format_timing(result))
+    if args.markdown:
+        Path(args.markdown).write_text(timing.markdown_timing(result) + "\n", encoding="utf-8")
+    _write_json(args.json, result)
+    ok = all(r["ratio"] is not None and 0.8 <= r["ratio"] <= 1.25 for r in result["rows"]) and all(
+        abs(s["deviation"]) <= 0.15 for s in result["speedups"]
+    )
+    return 0 if ok else 1
 
 
 def _cmd_scans(argv: Sequence[str]) -> int:

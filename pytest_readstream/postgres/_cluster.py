@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -204,6 +205,10 @@ class _Cluster:
     baseline: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     last_pid: int | None = None
+    # The postmaster's environment (None: the harness's own) and what to do right before each
+    # start: the read interposer (faults.py) preloads itself this way and resets its area.
+    env: dict[str, str] | None = None
+    before_start: Callable[[], None] | None = None
 
     # -- creation -------------------------------------------------------------------------
     @classmethod
@@ -334,6 +339,8 @@ class _Cluster:
             # server's OS user may have lost its way in since the last start.
             _ensure_traversable(self.data_dir.parent)
             _ensure_traversable(self.socket_dir)
+        if self.before_start is not None:
+            self.before_start()
         log = self.log_path.open("ab")
         try:
             self.proc = subprocess.Popen(
@@ -342,6 +349,7 @@ class _Cluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.data_dir,
+                env=self.env,
                 start_new_session=True,
                 preexec_fn=_pdeathsig_preexec(),
                 user=self.run_as.uid,

@@ -51,7 +51,7 @@ import contextlib
 import os
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ from ..protocol import ScanOutcome, ScanRequest
 from ._cbuild import CBuildUnavailable, server_headers
 from ._cluster import embedded_bindir
 from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
+from .faults import interposer_library, rule_for_device, rule_for_fault, unsupported_fault
 from .observe import evict, measure, pinned_buffers
 from .pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
 from .probe_build import build_probe
@@ -73,7 +74,7 @@ from .scratch import ScratchDatabase
 from .server import PgServer, build_bindir
 from .settings import ServerSettings, SessionSettings
 
-__all__ = ["PostgresImplementation", "server_settings_for", "session_settings_for"]
+__all__ = ["PostgresImplementation", "ScanTiming", "server_settings_for", "session_settings_for"]
 
 _BLCKSZ = 8192
 _RELSEG_SIZE = 131072
@@ -131,6 +132,15 @@ def _extra_gucs(settings: Any) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class ScanTiming:
+    """What :meth:`PostgresImplementation.time_scan` measured: seconds per repeat (server clock)
+    and every read request's time in service (the interposer's ledger), in microseconds."""
+
+    seconds: list[float]
+    service_us: list[float]
+
+
 def _under_pytest() -> bool:
     return "PYTEST_CURRENT_TEST" in os.environ
 
@@ -148,7 +158,12 @@ class PostgresImplementation:
 
     name = "postgres"
     #: What a server can offer; :meth:`capabilities_for` says what this one does.
-    offered: frozenset[str] = frozenset({"scans", "stream-api", "per-buffer-data", "introspection"})
+    offered: frozenset[str] = frozenset(
+        {"scans", "stream-api", "per-buffer-data", "introspection", "fault-injection"}
+    )
+    #: Why ``fault-injection`` is not claimed (``None`` when it is).
+    fault_injection_unavailable: str | None = None
+    _fault_caps: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -162,6 +177,7 @@ class PostgresImplementation:
         source: str | os.PathLike[str] | None = None,
         fetch_source: bool = False,
         mutant: str | None = None,
+        interpose: bool | None = None,
     ) -> None:
         if dsn and bindir:
             raise ValueError("give either dsn (a running server) or bindir (a build to start), not both")
@@ -194,14 +210,43 @@ class PostgresImplementation:
         # Why the server's stream API cannot be driven here (no compiler, headers, probe), or None.
         self._stream_problem: str | None = None
         self._stream_checked = False
+        self._claim_fault_injection(interpose)
+
+    def _claim_fault_injection(self, interpose: bool | None) -> None:
+        """``fault-injection`` when the read interposer can be preloaded into an owned server.
+
+        ``interpose=None`` (default) claims it when the library compiles here; ``True`` insists
+        (a missing compiler is then a usage error, reported before any test runs); ``False``
+        starts the server without it.
+        """
+        if self.dsn:
+            reason = "a server reached through a DSN runs without the harness's read interposer"
+        elif interpose is False:
+            reason = "the implementation was created with interpose=False"
+        else:
+            try:
+                interposer_library()
+            except CBuildUnavailable as err:
+                if interpose:
+                    raise ValueError(
+                        f"interpose=True, but the read interposer cannot be built: {err}"
+                    ) from err
+                reason = f"the read interposer cannot be built: {err}"
+            else:
+                self._fault_caps = frozenset({"fault-injection"})
+                self.fault_injection_unavailable = None
+                return
+        self._fault_caps = frozenset()
+        self.fault_injection_unavailable = reason
 
     # ------------------------------------------------------------------------------ capabilities
     @property
     def capabilities(self) -> frozenset[str]:  # type: ignore[override]
-        """``scans``, and the stream capabilities once the probe is known to work here."""
+        """``scans``, ``fault-injection`` when the read interposer builds, and the stream
+        capabilities once the probe is known to work here."""
         if not self._stream_checked:
-            return frozenset({"scans"})
-        return self._stream_capabilities()
+            return frozenset({"scans"}) | self._fault_caps
+        return self._stream_capabilities() | self._fault_caps
 
     def _stream_capabilities(self) -> frozenset[str]:
         if self._stream_problem is not None or self._streams is None:
@@ -215,12 +260,14 @@ class PostgresImplementation:
         """The capabilities this server really offers: the probe built and loaded (``stream-api``,
         ``per-buffer-data``) and the stream's layout verified (``introspection``). Stock 18.6 has
         neither ``read_stream_set_strategy`` nor ``read_stream_pause``: no ``set-strategy``,
-        ``pause-resume``."""
+        ``pause-resume``. ``fault-injection`` comes from the read interposer."""
         self._check_streams()
-        return self._stream_capabilities()
+        return self._stream_capabilities() | self._fault_caps
 
     def why_lacking(self, capability: str) -> str | None:
-        """Why a stream capability is missing (one line), when the reason is known."""
+        """Why a capability is missing (one line), when the reason is known."""
+        if capability == "fault-injection":
+            return self.fault_injection_unavailable
         if capability in _STREAM_FUNCTIONS:
             fn = _STREAM_FUNCTIONS[capability]
             if self._stream_header_declares(fn):
@@ -388,16 +435,30 @@ class PostgresImplementation:
                     workdir: str | os.PathLike[str] = self._tmpdir.name
                 else:
                     workdir = self._workdir
-                if self.bindir:
-                    self._server = PgServer.from_bindir(self.bindir, workdir)
-                else:
-                    self._server = PgServer.embedded(workdir)
+                interpose = bool(self._fault_caps)
+                try:
+                    self._server = self._start_server(workdir, interpose)
+                except PgStartupError as err:
+                    if not interpose or "read interposer did not attach" not in str(err):
+                        raise
+                    # The library built but did not load into the postmaster: a plain server
+                    # still serves everything else; fault-injection says why it is missing.
+                    self._fault_caps = frozenset()
+                    self.fault_injection_unavailable = (
+                        "the read interposer did not load into the server: " + str(err).splitlines()[0]
+                    )
+                    self._server = self._start_server(workdir, False)
             with self._server.connect() as conn:
                 for name in (*_FIXED_SETTINGS, "data_checksums"):
                     row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
                     assert row is not None
                     self._fixed[name] = str(row[0])
         return self._server
+
+    def _start_server(self, workdir: str | os.PathLike[str], interpose: bool) -> PgServer:
+        if self.bindir:
+            return PgServer.from_bindir(self.bindir, workdir, interpose=interpose)
+        return PgServer.embedded(workdir, interpose=interpose)
 
     @property
     def database(self) -> ScratchDatabase:
@@ -519,24 +580,28 @@ class PostgresImplementation:
             raise ValueError(
                 f"ScanRequest.cached_fraction = {request.cached_fraction!r} is invalid: allowed 0.0 .. 1.0"
             )
-        faults = request.faults
-        if faults is not None:
-            plan = faults if not isinstance(faults, dict) else None
-            listed = getattr(plan, "faults", None) if plan is not None else faults.get("faults")
-            foreign = getattr(plan, "foreign_ios", None) if plan is not None else faults.get("foreign_ios")
-            if listed or foreign:
+        plan = _fault_plan(request.faults)
+        if plan is not None and (plan.faults or plan.foreign_ios):
+            if "fault-injection" not in self.capabilities:
                 raise UnsupportedLayout(
-                    "ScanRequest.faults: a real server offers no fault injection (capability "
-                    "'fault-injection'); only a cancel point is honoured"
+                    "ScanRequest.faults: this server offers no fault injection (capability "
+                    f"'fault-injection': {self.fault_injection_unavailable}); only a cancel point is honoured"
                 )
+            if plan.foreign_ios:
+                raise UnsupportedLayout(
+                    "ScanRequest.faults: another backend's I/O in progress (ForeignIO) cannot be "
+                    "staged on a server at a chosen time; the stream-level fault tests cover it"
+                )
+            for fault in plan.faults:
+                why = unsupported_fault(fault)
+                if why is not None:
+                    raise UnsupportedLayout(f"ScanRequest.faults: {fault.kind} fault: {why}")
 
     def _cancel_after(self, request: ScanRequest) -> int | None:
         if request.cancel_after_buffers is not None:
             return int(request.cancel_after_buffers)
-        faults = request.faults
-        cancel = (
-            getattr(faults, "cancel", None) if faults is not None and not isinstance(faults, dict) else None
-        )
+        plan = _fault_plan(request.faults)
+        cancel = plan.cancel if plan is not None else None
         return None if cancel is None else int(cancel.after_buffers)
 
     def _run_scan(self, request: ScanRequest) -> ScanOutcome:
@@ -701,6 +766,7 @@ class PostgresImplementation:
                 ctx.notices.append(str(diag.message_primary or ""))
 
             conn.add_notice_handler(_notice)
+            injected = self._install_faults(request, built)
             try:
                 with measure(session, rels) as handle:
                     result = op.run(ctx)
@@ -709,6 +775,7 @@ class PostgresImplementation:
                 error_type = type(err).__name__
             finally:
                 conn.remove_notice_handler(_notice)
+                fired = self._collect_faults(injected)
             m = handle.measurement
             pinned = sum(len(pinned_buffers(db, rel)) for rel in rels)
         if op.mutates or corrupt is not None or error is not None or not built.layout.hinted.all():
@@ -761,8 +828,124 @@ class PostgresImplementation:
                 "corrupted_block": corrupt,
                 "unapplied_params": dict(op.unapplied),
                 "target": target,
+                "faults_fired": fired,
             },
         )
+
+    # ------------------------------------------------------------------------------ timing
+    def time_scan(self, request: ScanRequest, device: Any, *, repeats: int = 3) -> ScanTiming:
+        """Seconds ``request`` takes on the server under ``device``, once per repeat, each cold.
+
+        ``device`` (a ``reference_impl`` ``DeviceProfile`` or its name) is imposed on every file
+        of the request's relations through the read interposer (:func:`.faults.rule_for_device`).
+        The time is the server's: ``clock_timestamp()`` in the measured session right before and
+        right after the scan's statements (it includes one round trip of the socket, tens of
+        microseconds). No counters are taken, so nothing else runs in between. A relation the scan
+        changes (VACUUM) is rebuilt for the next repeat. The interposer's ledger gives how long
+        each read request was in service (the imposed latency plus how late the process woke).
+        """
+        from reference_impl import Settings
+
+        if not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"repeats = {repeats!r} is not valid; allowed: an int >= 1")
+        if "fault-injection" not in self.capabilities:
+            raise PgNotAvailable(
+                f"timing under a device needs the read interposer: {self.fault_injection_unavailable}"
+            )
+        self._check_request(request)
+        if request.faults is not None or request.cancel_after_buffers is not None:
+            raise UnsupportedLayout("time_scan runs a scan whole: give no faults and no cancel point")
+        settings = request.settings if request.settings is not None else Settings()
+        op = server_op(request.scan, dict(request.params))
+        self.configure(settings)
+        injector = self.server.faults
+        times: list[float] = []
+        service: list[float] = []
+        for _ in range(repeats):
+            built = self.relation(request.relation)
+            if op.releases_pin:
+                self.release_pins()
+                built.release_pin()
+            ss = session_settings_for(settings, op.planner)
+            gucs = {**_extra_gucs(settings), **op.gucs}
+            self._warm_up(op, built, request, ss, gucs)
+            with self.database.session(ss) as session:
+                _set_gucs(session, gucs)
+                ctx = OpContext(session, built, dict(request.params), grow=_no_growth)
+                if op.prep is not None:
+                    op.prep(ctx)
+                for rel in built.relations:
+                    evict(session, rel)
+                self._prewarm(session, built, request)
+                session.execute("SELECT clock_timestamp()")  # its catalog lookup, before the clock runs
+                rules = [
+                    rule_for_device(injector.target(self.database.name, rel, fork), device)
+                    for rel in built.relations
+                    for fork in ("main", "fsm", "vm")
+                    if _has_fork(session, rel, fork)
+                ]
+                injector.apply(*rules)
+                try:
+                    t0 = session.execute("SELECT clock_timestamp()")[0][0]
+                    op.run(ctx)
+                    t1 = session.execute("SELECT clock_timestamp()")[0][0]
+                    service.extend((e.end_ns - e.start_ns) / 1000.0 for e in injector.ledger() if e.fired)
+                finally:
+                    injector.clear()
+            if op.mutates or not built.layout.hinted.all():
+                built.spent = True
+            times.append((t1 - t0).total_seconds())
+        return ScanTiming(seconds=times, service_us=service)
+
+    # ------------------------------------------------------------------------------ faults
+    def _install_faults(self, request: ScanRequest, built: BuiltRelation) -> list[tuple[Any, str]]:
+        """The request's storage faults as interposer rules; returns (fault, server relation) per rule."""
+        plan = _fault_plan(request.faults)
+        if plan is None or not plan.faults:
+            return []
+        injector = self.server.faults
+        names = {built.spec.name: built.table, **built.indexes}
+        rules = []
+        injected: list[tuple[Any, str]] = []
+        for fault in plan.faults:
+            fork = _FORK_NAMES[int(fault.fork)]
+            if fault.relation is not None and fault.relation not in names:
+                raise UnsupportedLayout(
+                    f"ScanRequest.faults: relation {fault.relation!r} is not one of the request's "
+                    f"({', '.join(names)})"
+                )
+            relations = [names[fault.relation]] if fault.relation is not None else list(built.relations)
+            for rel in relations:
+                try:
+                    target = injector.target(self.database.name, rel, fork)
+                except ValueError as err:
+                    raise UnsupportedLayout(f"ScanRequest.faults: {err}") from err
+                rules.append(rule_for_fault(fault, target))
+                injected.append((fault, rel))
+        injector.apply(*rules)
+        return injected
+
+    def _collect_faults(self, injected: list[tuple[Any, str]]) -> list[dict[str, Any]]:
+        """What fired, in the model's ledger's terms, and every rule removed."""
+        if not injected:
+            return []
+        injector = self.server.faults
+        fired = [
+            {
+                "fault": injected[e.rule][0].kind,
+                "index": e.rule,
+                "relation": injected[e.rule][1],
+                "fork": int(injected[e.rule][0].fork),
+                "read_start": e.first_block,
+                "read_nblocks": e.nblocks,
+                "pid": e.pid,
+                "result": e.result,
+            }
+            for e in injector.ledger()
+            if e.fired
+        ]
+        injector.clear()
+        return fired
 
     def _grow(self, built: BuiltRelation, n: int, evict_last: bool) -> None:
         """Append ``n`` heap pages from another backend (the model's layout for new blocks).
@@ -803,6 +986,29 @@ class PostgresImplementation:
         where = (self.dsn and "dsn") or self.bindir or "embedded"
         traced = f", {self.source.describe()}" if self.source.wanted else ""
         return f"PostgresImplementation({where}{traced})"
+
+
+_FORK_NAMES = ("main", "fsm", "vm", "init")
+
+
+def _no_growth(n: int, evict_last: bool) -> None:
+    raise UnsupportedLayout("time_scan does not grow a table during the scan")
+
+
+def _has_fork(session: Any, relation: str, fork: str) -> bool:
+    row = session.execute("SELECT pg_relation_size(%s::regclass, %s) > 0", (relation, fork))
+    return bool(row[0][0])
+
+
+def _fault_plan(faults: Any) -> Any:
+    """``ScanRequest.faults`` as a ``FaultPlan`` (``None`` when there is none)."""
+    from reference_impl import FaultPlan
+
+    if faults is None or isinstance(faults, FaultPlan):
+        return faults
+    if isinstance(faults, dict):
+        return FaultPlan.from_dict(faults)
+    raise ValueError(f"ScanRequest.faults = {faults!r} is invalid: allowed a FaultPlan, its dict or None")
 
 
 def _resident_main(conn: psycopg.Connection[Any], table: str) -> list[int]:

@@ -47,6 +47,7 @@ import psycopg
 
 from .errors import PgHarnessError
 from .probe_build import ProbeInstall
+from .stream_faults import StreamFaults, read_error
 
 __all__ = ["RemoteStreams", "RemoteStream", "ServerObservation", "StreamUnavailable", "ProbeReport"]
 
@@ -161,6 +162,10 @@ class RemoteStreams:
         self._serial = 0
         self.calls = 0
         self.layout_verified: bool | None = None
+        # The test's storage faults as read-interposer rules on the mirrored tables, and the
+        # requests they matched during the last call.
+        self.faults = StreamFaults(impl)
+        self.last_requests: list[Any] = []
 
     # ------------------------------------------------------------------------------ sessions
     def _connect(self) -> psycopg.Connection[Any]:
@@ -198,8 +203,11 @@ class RemoteStreams:
         c = other_conn if other else conn
         placeholders = ", ".join(["%s"] * len(args))
         self.calls += 1
-        with self.impl.server._guard(f"probe call {fn}"):
-            row = c.execute(f"SELECT {fn}({placeholders})", args, prepare=True).fetchone()
+        try:
+            with self.impl.server._guard(f"probe call {fn}"):
+                row = c.execute(f"SELECT {fn}({placeholders})", args, prepare=True).fetchone()
+        finally:
+            self.last_requests = self.faults.sync_ledger()
         assert row is not None
         return ProbeReport(json.loads(row[0]))
 
@@ -357,8 +365,16 @@ class RemoteStreams:
         if rel.tablespace_eic is not None or rel.tablespace_mic is not None:
             raise StreamUnavailable("a tablespace's io concurrency cannot be mirrored on the server")
         faults = instance.storage.faults
-        if getattr(faults, "faults", None) or getattr(faults, "foreign_ios", None):
-            raise StreamUnavailable("the server offers no fault injection (capability 'fault-injection')")
+        if getattr(faults, "foreign_ios", None):
+            raise StreamUnavailable(
+                "another backend's I/O started at a chosen time (ForeignIO) cannot be staged on the server"
+            )
+        if getattr(faults, "faults", None):
+            why = self.faults.why_not(faults)
+            if why is not None:
+                raise StreamUnavailable(why)
+        if self.faults.plan is not faults:
+            self.faults.clear()  # another test's rules
         pool = instance.pool
         for buf, io in enumerate(pool.buf_io):
             if io is not None and pool.tag[buf] >= 0 and backend.buffer_tag(buf)[0] == rel.relid:
@@ -379,8 +395,14 @@ class RemoteStreams:
         self.impl.configure(backend.settings)
         txn = self._transaction(backend)
         table = self._server_table(txn, rel)
-        self._mirror_cache(txn, instance, rel)
-        self._mirror_pins(txn, instance, backend, rel)
+        with self.faults.paused():
+            self._mirror_cache(txn, instance, rel)
+            self._mirror_pins(txn, instance, backend, rel)
+        if getattr(faults, "faults", None):
+            # After the cache is mirrored: its pg_prewarm must not trip a rule.
+            names = {r.relid: r.name for r in instance.storage.relations()}
+            mirrored = {names[relid]: t.name for relid, t in txn.tables.items() if relid in names}
+            self.faults.install(faults, mirrored)
         kind = ring_kb = None
         if strategy is not None:
             kind = strategy.btype.value
@@ -451,6 +473,7 @@ class RemoteStream:
         self._tokens: dict[int, Any] = {}
         self._produced = 0
         self._fixed_plan = False  # block_range_read_stream_cb: the whole range was sent at the start
+        self._failed = False  # a call raised an ERROR: the server's transaction is aborted
         self.ended = False
         self.observation = ServerObservation(streams, txn, rel, table)
         self.observation.absorb(report)
@@ -467,16 +490,36 @@ class RemoteStream:
     def reset(self) -> None:
         """``read_stream_reset``."""
         self._send_plan()
-        rep = self._streams.call("rsp_reset", self._id, self.observation.take_releases())
+        rep = self._call("rsp_reset", self._id, self.observation.take_releases())
         self._after(rep)
 
     def end(self) -> None:
         """``read_stream_end`` (again after an end: nothing, as the server's stream is gone)."""
         if self.ended:
             return
-        rep = self._streams.call("rsp_end", self._id, self.observation.take_releases())
+        if self._failed:
+            # The error aborted the server's transaction: its resource owner already dropped
+            # the stream's pins, and the session accepts nothing but the rollback.
+            self.observation.abort()
+            self.ended = True
+            return
+        rep = self._call("rsp_end", self._id, self.observation.take_releases())
         self.ended = True
         self._after(rep)
+
+    def _call(self, fn: str, *args: Any) -> ProbeReport:
+        # An injected EIO fails the probe call that waited for the read: the model's error.
+        try:
+            return self._streams.call(fn, *args)
+        except psycopg.Error as err:
+            self._failed = True
+            mapped = read_error(err, self.rel.name)
+            if mapped is not None:
+                for e in self._streams.last_requests:
+                    if e.fired and e.action == "eio":
+                        self.observation.failed_read(e.first_block, e.nblocks)
+                raise mapped from err
+            raise
 
     # -- introspection (only where the probe verified the stream's layout) --------------
     def _field(self, name: str) -> int:
@@ -517,7 +560,7 @@ class RemoteStream:
 
     def _next(self) -> tuple[int, Any]:
         self._send_plan()
-        rep = self._streams.call("rsp_next", self._id, self.observation.take_releases())
+        rep = self._call("rsp_next", self._id, self.observation.take_releases())
         self._after(rep)
         buf = int(rep.raw.get("buffer", 0))
         if buf == 0:
@@ -677,6 +720,30 @@ class ServerObservation:
                 if opens is not None and not opens:
                     del self._open[buf]
                 obs.record_wait(key, 0)
+
+    def failed_read(self, first: int, nblocks: int) -> None:
+        """A read that failed (the interposer's ledger) during a call whose report the error took.
+
+        A start recorded earlier is waited for now (its ``WaitReadBuffers`` raised); otherwise the
+        start was in the failed call, and is put back with the request's blocks: in PostgreSQL 18
+        one start issues one I/O for the blocks it accepted.
+        """
+        obs = self._observer
+        if obs is None or not self._traced:
+            return  # without the traced copy no read is observed, this one neither
+        for buf, opens in list(self._open.items()):
+            for i, (key, start, n) in enumerate(opens):
+                if start <= first < start + n:
+                    del opens[i]
+                    if not opens:
+                        del self._open[buf]
+                    obs.record_wait(key, 0)
+                    return
+        self._keys += 1
+        key = self._keys
+        obs.record_start(key, None, first, nblocks, nblocks, True, _INT16_MAX, 0, 0)
+        obs.record_wait(key, 0)
+        self._log.append(_ReadRecord(self.rel.name, _main_fork_name(), first, nblocks, None, -1, error="EIO"))
 
     # -- the StreamObservation protocol -----------------------------------------------------
     def read_log(self) -> list[Any]:

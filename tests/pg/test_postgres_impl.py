@@ -20,6 +20,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
@@ -49,7 +50,7 @@ from pytest_readstream.postgres.relbuild import (
 )
 from pytest_readstream.postgres.scanops import NOT_OFFERED, SERVER_VARIANTS
 from pytest_readstream.protocol import ScanRequest, check_implementation
-from reference_impl import CancelAt, Fault, FaultPlan, Settings
+from reference_impl import CancelAt, Fault, FaultPlan, ForeignIO, Settings
 from reference_impl.relations import IndexSpec, RelationSpec
 from reference_impl.relations.layout import heap_tuples_per_page
 
@@ -59,8 +60,25 @@ from reference_impl.relations.layout import heap_tuples_per_page
 def test_protocol_and_capabilities() -> None:
     impl = PostgresImplementation()
     assert check_implementation(impl) == []
-    assert impl.capabilities == frozenset({"scans"})
+    if impl.fault_injection_unavailable is None:
+        # The read interposer compiles here, so the server's scans honour a FaultPlan.
+        assert impl.capabilities == frozenset({"scans", "fault-injection"})
+    else:
+        assert impl.capabilities == frozenset({"scans"})
+        assert "cannot be built" in impl.fault_injection_unavailable
     impl.close()  # never started: nothing to stop
+    plain = PostgresImplementation(interpose=False)
+    assert plain.capabilities == frozenset({"scans"})
+    assert plain.fault_injection_unavailable == "the implementation was created with interpose=False"
+
+
+def test_a_fault_plan_without_fault_injection_is_refused_before_any_server_starts() -> None:
+    impl = PostgresImplementation(interpose=False, pytest_mode=False)
+    with pytest.raises(UnsupportedLayout, match=r"offers no fault injection .*interpose=False"):
+        impl.run_scan(
+            ScanRequest("seqscan", relation=_SMALL, faults=FaultPlan(faults=[Fault("eio", block=3)]))
+        )
+    assert impl._server is None
 
 
 def test_every_model_scan_is_offered_or_refused_with_a_reason() -> None:
@@ -376,9 +394,18 @@ def test_requests_a_server_cannot_run(impl: PostgresImplementation) -> None:
         impl.run_scan(ScanRequest("btvacuumscan", relation=_SMALL))
     with pytest.raises(UnsupportedLayout, match="not what PostgreSQL 18 runs"):
         impl.run_scan(ScanRequest("seqscan", relation=_SMALL, variant="unstreamed"))
-    with pytest.raises(UnsupportedLayout, match="fault injection"):
+    # Faults the interposer cannot inject as the model does.
+    for fault, reason in (
+        (Fault("checksum", block=3), "a page failing verification is not a read error"),
+        (Fault("eio", nth_read=2), "nth_read counts every read of the model's instance"),
+    ):
+        if "fault-injection" not in impl.capabilities:
+            reason = "offers no fault injection"
+        with pytest.raises(UnsupportedLayout, match=reason):
+            impl.run_scan(ScanRequest("seqscan", relation=_SMALL, faults=FaultPlan(faults=[fault])))
+    with pytest.raises(UnsupportedLayout, match=r"ForeignIO|fault injection"):
         impl.run_scan(
-            ScanRequest("seqscan", relation=_SMALL, faults=FaultPlan(faults=[Fault("eio", block=3)]))
+            ScanRequest("seqscan", relation=_SMALL, faults=FaultPlan(foreign_ios=[ForeignIO("t", 5, 1)]))
         )
     with pytest.raises(UnsupportedLayout, match="cannot shrink"):
         impl.run_scan(ScanRequest("seqscan", relation=_SMALL, params={"passes": 2, "rescan_nblocks": 100}))
@@ -580,3 +607,30 @@ def test_pytest_run_without_a_server_ends_with_one_clear_error(tmp_path: Path) -
     out = proc.stdout + proc.stderr
     assert out.count("Exit: readstream postgres implementation: cannot connect") == 1, out
     assert "no tests ran" in out and proc.returncode == 2, out
+
+
+@pytest.mark.postgres
+def test_an_interposer_that_does_not_load_leaves_a_plain_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library builds but the dynamic loader cannot preload it: the implementation runs a
+    server without it and says why fault-injection is missing, instead of being unusable."""
+    from pytest_readstream.postgres import faults, server
+
+    impl = PostgresImplementation(pytest_mode=False)
+    if impl.fault_injection_unavailable is not None:
+        pytest.skip(impl.fault_injection_unavailable)
+    real = faults.preload_environment
+
+    def broken(library: Path, area: faults.ControlArea, base: Any) -> dict[str, str]:
+        return real(library.with_name("no-such-library.so"), area, base)
+
+    monkeypatch.setattr(server, "preload_environment", broken)
+    try:
+        assert not impl.server.interposed
+        assert "fault-injection" not in impl.capabilities
+        reason = impl.fault_injection_unavailable
+        assert reason is not None and reason.startswith("the read interposer did not load into the server: ")
+        assert impl.why_lacking("fault-injection") == reason
+        out = impl.run_scan(ScanRequest("seqscan", relation=_SMALL))
+        assert out.error is None
+    finally:
+        impl.close()

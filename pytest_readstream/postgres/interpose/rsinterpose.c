@@ -1,0 +1,457 @@
+/*
+ * rsinterpose.c: a read interposer preloaded (LD_PRELOAD) into a PostgreSQL postmaster the
+ * pytest-readstream harness starts, and so into every backend and I/O worker it forks.
+ *
+ * PostgreSQL reads relation data through pg_preadv() (src/include/port/pg_iovec.h), which calls
+ * pread() for one iovec and preadv() for several; md.c's mdreadv() and the AIO paths of io_method
+ * sync and worker (pgaio_io_perform_synchronously() in aio_io.c) all end there. This library
+ * defines pread/preadv (and their 64-bit names) and passes each call to libc unchanged, unless
+ * the harness's control area (rsinterpose.h) holds a rule for the file being read: the file is
+ * identified by device and inode, so WAL, catalogs and every file the harness did not name can
+ * never match. A matching request may be delayed (fixed or seeded latency, per-byte cost,
+ * a limit of requests served at once), fail with EIO, come back short, or hang until released;
+ * every matched request is written to a ledger the harness reads back.
+ *
+ * io_method=io_uring submits reads to the kernel without these calls, so nothing is interposed
+ * there; the harness refuses that combination.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include <math.h>
+
+#include "rsinterpose.h"
+
+#define RSI_ENV "READSTREAM_INTERPOSE_CONTROL"
+#define RSI_POLL_NS 200000		/* how often a hung or throttled request looks again */
+#define RSI_SEQ_TRIES 20000		/* a rule rewrite takes microseconds; give up after ~1 s */
+
+typedef ssize_t (*pread_fn) (int, void *, size_t, off_t);
+typedef ssize_t (*preadv_fn) (int, const struct iovec *, int, off_t);
+
+static pread_fn real_pread;
+static preadv_fn real_preadv;
+static RsiControl *ctl;
+
+/* A rule's settings as seen when the request was matched (copied under the sequence lock). */
+typedef struct RsiMatch
+{
+	int			index;
+	RsiRule		rule;
+	uint32_t	first_block;
+	uint32_t	nblocks;
+} RsiMatch;
+
+static void
+rsi_resolve(void)
+{
+	if (real_pread == NULL)
+		real_pread = (pread_fn) dlsym(RTLD_NEXT, "pread");
+	if (real_preadv == NULL)
+		real_preadv = (preadv_fn) dlsym(RTLD_NEXT, "preadv");
+}
+
+__attribute__((constructor))
+static void
+rsi_init(void)
+{
+	const char *path = getenv(RSI_ENV);
+	struct stat st;
+	void	   *area;
+	int			fd;
+	int32_t		zero = 0;
+
+	rsi_resolve();
+	if (path == NULL || path[0] == '\0')
+		return;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+	{
+		fprintf(stderr, "readstream interposer: cannot open %s: %s; reads pass through\n",
+				path, strerror(errno));
+		return;
+	}
+	if (fstat(fd, &st) != 0 || st.st_size != (off_t) sizeof(RsiControl))
+	{
+		fprintf(stderr, "readstream interposer: %s is not a control area of %zu bytes; reads pass through\n",
+				path, sizeof(RsiControl));
+		close(fd);
+		return;
+	}
+	area = mmap(NULL, sizeof(RsiControl), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (area == MAP_FAILED)
+	{
+		fprintf(stderr, "readstream interposer: cannot map %s: %s; reads pass through\n",
+				path, strerror(errno));
+		return;
+	}
+	if (((RsiControl *) area)->magic != RSI_MAGIC || ((RsiControl *) area)->version != RSI_VERSION)
+	{
+		fprintf(stderr, "readstream interposer: %s has another layout; reads pass through\n", path);
+		munmap(area, sizeof(RsiControl));
+		return;
+	}
+	ctl = (RsiControl *) area;
+	/* The first process to map the area is the postmaster; the harness checks this pid. */
+	__atomic_compare_exchange_n(&ctl->attached_pid, &zero, (int32_t) getpid(), 0,
+								__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+static uint64_t
+rsi_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static void
+rsi_sleep_until(uint64_t deadline_ns)
+{
+	static int	slack_set;
+	struct timespec ts;
+
+	/*
+	 * Linux lets a sleep overrun by the thread's timer slack (50 us by default), which alone
+	 * would add a quarter to a 0.2 ms latency. Set it to 1 ns in each process that delays a read
+	 * (forked children inherit both the slack and this flag).
+	 */
+	if (!slack_set)
+	{
+		prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+		slack_set = 1;
+	}
+
+	ts.tv_sec = (time_t) (deadline_ns / 1000000000u);
+	ts.tv_nsec = (long) (deadline_ns % 1000000000u);
+	/* Signals (latch wake-ups, SIGALRM of statement_timeout) must not shorten the delay. */
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+static void
+rsi_sleep_ns(uint64_t ns)
+{
+	rsi_sleep_until(rsi_now_ns() + ns);
+}
+
+/* splitmix64: the k-th draw of a rule depends only on its seed and k, in whichever process. */
+static uint64_t
+rsi_mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+static uint64_t
+rsi_latency(RsiRule *shared, const RsiRule *rule)
+{
+	uint64_t	k;
+	double		u;
+
+	if (rule->dist == RSI_FIXED)
+		return rule->latency_ns;
+	k = __atomic_fetch_add(&shared->draws, 1, __ATOMIC_RELAXED);
+	/* 53 random bits as a double in (0, 1) */
+	u = ((double) (rsi_mix(rule->seed ^ rsi_mix(k)) >> 11) + 0.5) / 9007199254740992.0;
+	if (rule->dist == RSI_UNIFORM)
+		return rule->latency_ns + (uint64_t) (u * (double) (rule->latency_b_ns - rule->latency_ns));
+	return (uint64_t) (-log(u) * (double) rule->latency_ns);
+}
+
+/* The rules matching a request, copied consistently; returns how many (at most RSI_MAX_RULES). */
+static int
+rsi_match(const struct stat *st, off_t offset, size_t len, RsiMatch *out)
+{
+	uint32_t	blcksz = ctl->blcksz ? ctl->blcksz : 8192;
+	int			tries;
+
+	for (tries = 0; tries < RSI_SEQ_TRIES; tries++)
+	{
+		uint64_t	s1 = __atomic_load_n(&ctl->seq, __ATOMIC_ACQUIRE);
+		uint32_t	nrules;
+		int			n = 0;
+
+		if (s1 & 1)
+		{
+			rsi_sleep_ns(50000);
+			continue;
+		}
+		nrules = ctl->nrules < RSI_MAX_RULES ? ctl->nrules : RSI_MAX_RULES;
+		for (uint32_t i = 0; i < nrules; i++)
+		{
+			const RsiRule *r = &ctl->rules[i];
+			uint32_t	nfiles = r->nfiles < RSI_MAX_FILES ? r->nfiles : RSI_MAX_FILES;
+
+			if (!r->active)
+				continue;
+			for (uint32_t f = 0; f < nfiles; f++)
+			{
+				uint64_t	first;
+				uint64_t	last;
+
+				if (r->files[f].dev != (uint64_t) st->st_dev || r->files[f].ino != (uint64_t) st->st_ino)
+					continue;
+				first = r->files[f].first_block + (uint64_t) offset / blcksz;
+				last = r->files[f].first_block + ((uint64_t) offset + (len ? len : 1) - 1) / blcksz;
+				if (last < r->first_block || first > r->last_block)
+					continue;
+				out[n].index = (int) i;
+				memcpy(&out[n].rule, r, sizeof(RsiRule));
+				out[n].first_block = (uint32_t) first;
+				out[n].nblocks = (uint32_t) (last - first + 1);
+				n++;
+				break;
+			}
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&ctl->seq, __ATOMIC_RELAXED) == s1)
+			return n;
+	}
+	return 0;
+}
+
+/* Claim one firing of a rule that fires at most `times` times. */
+static int
+rsi_claim(RsiRule *shared, uint32_t times)
+{
+	uint64_t	cur = __atomic_load_n(&shared->fired, __ATOMIC_RELAXED);
+
+	if (times == 0)
+	{
+		__atomic_fetch_add(&shared->fired, 1, __ATOMIC_RELAXED);
+		return 1;
+	}
+	while (cur < times)
+	{
+		if (__atomic_compare_exchange_n(&shared->fired, &cur, cur + 1, 0,
+										__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return 1;
+	}
+	return 0;
+}
+
+static void
+rsi_acquire_slot(RsiRule *shared, uint32_t limit)
+{
+	for (;;)
+	{
+		uint32_t	cur = __atomic_load_n(&shared->inflight, __ATOMIC_RELAXED);
+
+		if (cur < limit &&
+			__atomic_compare_exchange_n(&shared->inflight, &cur, cur + 1, 0,
+										__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return;
+		rsi_sleep_ns(20000);
+	}
+}
+
+static void
+rsi_ledger(const RsiMatch *m, int fired, uint32_t action, int64_t result, size_t asked,
+		   uint64_t delay_ns, uint64_t start_ns, uint64_t end_ns)
+{
+	uint64_t	idx = __atomic_fetch_add(&ctl->ledger_next, 1, __ATOMIC_ACQ_REL);
+	RsiEntry   *e = &ctl->ledger[idx % RSI_LEDGER_CAP];
+
+	__atomic_store_n(&e->seq, 0, __ATOMIC_RELEASE);
+	e->pid = (int32_t) getpid();
+	e->rule = m->index;
+	e->action = action;
+	e->fired = (uint32_t) fired;
+	e->first_block = m->first_block;
+	e->nblocks = m->nblocks;
+	e->result = result;
+	e->asked = asked;
+	e->delay_ns = delay_ns;
+	e->start_ns = start_ns;
+	e->end_ns = end_ns;
+	__atomic_store_n(&e->seq, idx + 1, __ATOMIC_RELEASE);
+}
+
+/* Bytes a short read returns: up to the faulty block, or the rule's partial amount. */
+static size_t
+rsi_short_len(const RsiMatch *m, off_t offset, size_t len, uint32_t blcksz)
+{
+	size_t		keep;
+
+	if (m->first_block < m->rule.first_block)
+		keep = (size_t) (m->rule.first_block - m->first_block) * blcksz - (size_t) (offset % blcksz);
+	else
+		keep = m->rule.short_bytes;
+	return keep < len ? keep : len;
+}
+
+static ssize_t
+rsi_do_read(int fd, const struct iovec *iov, int iovcnt, off_t offset, size_t limit)
+{
+	struct iovec cut[1024];		/* IOV_MAX on Linux */
+	size_t		left = limit;
+	int			n = 0;
+
+	if (limit == (size_t) -1)
+		return iovcnt == 1 ? real_pread(fd, iov[0].iov_base, iov[0].iov_len, offset)
+			: real_preadv(fd, iov, iovcnt, offset);
+	if (limit == 0)
+		return 0;
+	for (int i = 0; i < iovcnt && left > 0 && n < 1024; i++)
+	{
+		cut[n].iov_base = iov[i].iov_base;
+		cut[n].iov_len = iov[i].iov_len < left ? iov[i].iov_len : left;
+		left -= cut[n].iov_len;
+		n++;
+	}
+	return real_preadv(fd, cut, n, offset);
+}
+
+static ssize_t
+rsi_read(int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	RsiMatch	matches[RSI_MAX_RULES];
+	struct stat st;
+	size_t		asked = 0;
+	size_t		limit = (size_t) -1;
+	uint64_t	start;
+	uint64_t	end;
+	uint64_t	delay = 0;
+	int			fired[RSI_MAX_RULES];
+	int			slots[RSI_MAX_RULES];
+	int			n;
+	int			outcome = -1;	/* index into matches of the rule whose action applies */
+	ssize_t		result;
+	int			saved_errno;
+
+	rsi_resolve();
+	if (ctl == NULL || !__atomic_load_n(&ctl->enabled, __ATOMIC_RELAXED) || iovcnt < 1)
+		return rsi_do_read(fd, iov, iovcnt, offset, (size_t) -1);
+	__atomic_fetch_add(&ctl->seen, 1, __ATOMIC_RELAXED);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return rsi_do_read(fd, iov, iovcnt, offset, (size_t) -1);
+	for (int i = 0; i < iovcnt; i++)
+		asked += iov[i].iov_len;
+	n = rsi_match(&st, offset, asked, matches);
+	if (n == 0)
+		return rsi_do_read(fd, iov, iovcnt, offset, (size_t) -1);
+	__atomic_fetch_add(&ctl->matched, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++)
+	{
+		RsiRule    *shared = &ctl->rules[matches[i].index];
+		const RsiRule *r = &matches[i].rule;
+		uint64_t	k = __atomic_add_fetch(&shared->matched, 1, __ATOMIC_ACQ_REL);
+
+		fired[i] = 0;
+		slots[i] = 0;
+		if (r->nth != 0 && k != r->nth)
+			continue;
+		if (r->action == RSI_HANG && __atomic_load_n(&shared->released, __ATOMIC_ACQUIRE))
+			continue;
+		if (r->action == RSI_SHORT)
+		{
+			size_t		keep = rsi_short_len(&matches[i], offset, asked, ctl->blcksz);
+
+			/* Nothing to cut, or nothing left (0 bytes is end of file, another fault): the
+			 * rule stays armed for a later request, as the model's short_read does. */
+			if (keep >= asked || keep == 0)
+				continue;
+		}
+		if (!rsi_claim(shared, r->times))
+			continue;
+		fired[i] = 1;
+		delay += rsi_latency(shared, r) + (uint64_t) ((asked * r->ps_per_byte) / 1000u);
+		if (outcome < 0 && r->action != RSI_DELAY)
+			outcome = i;
+	}
+	/* Rules are visited in index order, so two requests never wait for each other's slots. */
+	for (int i = 0; i < n; i++)
+	{
+		if (fired[i] && matches[i].rule.max_inflight > 0)
+		{
+			rsi_acquire_slot(&ctl->rules[matches[i].index], matches[i].rule.max_inflight);
+			slots[i] = 1;
+		}
+	}
+	/* The ledger's start is the service start, after any wait for a slot. */
+	start = rsi_now_ns();
+	if (delay > 0)
+		rsi_sleep_until(start + delay);
+	if (outcome >= 0 && matches[outcome].rule.action == RSI_HANG)
+	{
+		RsiRule    *shared = &ctl->rules[matches[outcome].index];
+
+		/* Like a device that stopped answering: uninterruptible until the harness releases it
+		 * (or removes the rule); signals are handled by PostgreSQL once the read returns. */
+		while (!__atomic_load_n(&shared->released, __ATOMIC_ACQUIRE) &&
+			   __atomic_load_n(&shared->active, __ATOMIC_ACQUIRE))
+			rsi_sleep_ns(RSI_POLL_NS);
+	}
+	if (outcome >= 0 && matches[outcome].rule.action == RSI_EIO)
+	{
+		result = -1;
+		saved_errno = EIO;
+	}
+	else
+	{
+		if (outcome >= 0 && matches[outcome].rule.action == RSI_SHORT)
+			limit = rsi_short_len(&matches[outcome], offset, asked, ctl->blcksz);
+		result = rsi_do_read(fd, iov, iovcnt, offset, limit);
+		saved_errno = errno;
+	}
+	/* The end is taken before the slots are given back, so the service intervals of a rule
+	 * limited to k requests at once never show more than k overlapping. */
+	end = rsi_now_ns();
+	for (int i = n - 1; i >= 0; i--)
+	{
+		if (slots[i])
+			__atomic_fetch_sub(&ctl->rules[matches[i].index].inflight, 1, __ATOMIC_ACQ_REL);
+	}
+	{
+		for (int i = 0; i < n; i++)
+			rsi_ledger(&matches[i], fired[i],
+					   fired[i] ? matches[i].rule.action : RSI_DELAY,
+					   result < 0 ? -(int64_t) saved_errno : (int64_t) result,
+					   asked, delay, start, end);
+	}
+	errno = saved_errno;
+	return result;
+}
+
+ssize_t
+pread(int fd, void *buf, size_t count, off_t offset)
+{
+	struct iovec one;
+
+	one.iov_base = buf;
+	one.iov_len = count;
+	return rsi_read(fd, &one, 1, offset);
+}
+
+ssize_t
+pread64(int fd, void *buf, size_t count, off_t offset)
+{
+	return pread(fd, buf, count, offset);
+}
+
+ssize_t
+preadv(int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	return rsi_read(fd, iov, iovcnt, offset);
+}
+
+ssize_t
+preadv64(int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	return rsi_read(fd, iov, iovcnt, offset);
+}

@@ -1,0 +1,343 @@
+"""``readstream oracle --timing``: the model's elapsed time beside a real server's, under a latency.
+
+The seed tables the project reproduces rest on the model's timing; this holds it against a real
+PostgreSQL 18 whose reads are made slow by the harness's read interposer (:mod:`.faults`). Per
+case (a scan, an imposed per-request latency, ``io_method``, ``effective_io_concurrency``):
+
+1. **the server**: :meth:`PostgresImplementation.time_scan` runs the scan cold ``repeats``
+   times with the latency imposed on every file of the relation, timing it with the server's
+   ``clock_timestamp()`` around the statement; the figure is the **median** (a noisy machine
+   moves single runs, not the median of several). The interposer's ledger also gives how long
+   each read request was really in service: the imposed latency plus the time the process took
+   to wake up (tens of microseconds on a loaded two-core machine) plus the read itself;
+2. **the model**: ``reference_impl`` runs the same ``ScanRequest`` on a device with that
+   *measured* per-request latency, unlimited channels and no bandwidth limit, with
+   ``debug_io_direct=data``: the interposer acts below the page cache, so no read-ahead or
+   ``posix_fadvise`` can hide a request's latency, exactly as with direct I/O. The server itself
+   runs buffered (its files are in the page cache, so each read costs the imposed latency and a
+   copy); ``direct=True`` cases run it with ``debug_io_direct=data`` too, where the real device's
+   own latency then adds to the imposed one (the ledger includes it);
+3. **CPU**: the model's ``CpuCosts`` are calibrated from the same machine and run: a sequential
+   scan with no imposed latency, timed in every round beside the cases, against the model on a
+   free device gives one factor by which every default cost is scaled (``calibration`` in the
+   output). Without it, the model predicts the CPU of "a current x86 server", not of the machine
+   the server runs on.
+
+The repeats are interleaved (round after round of every case), so a change of the machine's load
+during the run moves all cases alike.
+
+The ratio is model / server; the goal is 0.8-1.25 per case and, for each configuration, the
+streamed / unstreamed speedup (``pg_prewarm`` in mode ``buffer``, streamed in 18, against mode
+``read``, one block at a time) within 15 % of the server's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import product
+from typing import Any
+
+__all__ = [
+    "DEFAULT_LATENCIES",
+    "TIMED_SCANS",
+    "TimingCase",
+    "cases",
+    "format_timing",
+    "markdown_timing",
+    "run_timing",
+    "speedups",
+]
+
+#: The scans timed, with their parameters (a 20 % SYSTEM sample: 18.6 reads it one block at a time).
+TIMED_SCANS: dict[str, dict[str, Any]] = {
+    "seqscan": {},
+    "pg_prewarm": {},
+    "pg_prewarm_read": {},
+    "tablesample_system": {"sample_percent": 20.0, "repeatable_seed": 7},
+    "vacuum": {},
+}
+DEFAULT_LATENCIES = (200, 2000)
+_METHODS = ("sync", "worker")
+_EICS = (1, 16)
+# The streamed / unstreamed pair whose speedup is compared.
+_PAIR = ("pg_prewarm", "pg_prewarm_read")
+
+
+@dataclass(frozen=True)
+class TimingCase:
+    """One row: a scan (``heapam.c``'s sequential scan, ``pg_prewarm.c``, ``tsm_system``, ``vacuumlazy.c``)
+    under an imposed read latency and I/O settings."""
+
+    scan: str
+    latency_us: int
+    io_method: str
+    eic: int
+    direct: bool = False
+
+    @property
+    def config(self) -> tuple[int, str, int, bool]:
+        return (self.latency_us, self.io_method, self.eic, self.direct)
+
+    @property
+    def label(self) -> str:
+        d = ", direct" if self.direct else ""
+        return f"{self.scan} {self.latency_us / 1000:g} ms {self.io_method} eic {self.eic}{d}"
+
+
+def cases(
+    scans: Iterable[str] = tuple(TIMED_SCANS),
+    latencies: Iterable[int] = DEFAULT_LATENCIES,
+    methods: Iterable[str] = _METHODS,
+    eics: Iterable[int] = _EICS,
+    direct: Iterable[bool] = (False,),
+) -> list[TimingCase]:
+    """Every combination, scans varying fastest (so a pair's two scans run back to back)."""
+    scans = list(scans)
+    unknown = [s for s in scans if s not in TIMED_SCANS]
+    if unknown:
+        raise ValueError(f"timed scan(s) {unknown} are not valid; allowed: {', '.join(TIMED_SCANS)}")
+    out = []
+    for lat, method, eic, d in product(latencies, methods, eics, direct):
+        if not isinstance(lat, int) or not 0 <= lat <= 1_000_000:
+            raise ValueError(f"latency {lat!r} µs is not valid; allowed: an int 0..1000000")
+        for scan in scans:
+            out.append(TimingCase(scan, lat, method, eic, d))
+    return out
+
+
+def _spec(nblocks: int) -> Any:
+    from reference_impl.relations import RelationSpec
+
+    # Twenty 300-byte tuples a page: a scan's CPU per page stays small beside a read's latency.
+    return RelationSpec(name="timed", nblocks=nblocks, tuple_width=300, seed=3)
+
+
+def _device(latency_us: float) -> Any:
+    from reference_impl.storage.device import DeviceProfile
+
+    # No bandwidth limit and as many channels as requests: the interposer adds only latency.
+    return DeviceProfile(f"imposed-{latency_us:g}us", round(latency_us), 0, 1_000_000.0, 65536)
+
+
+def _request(case: TimingCase, spec: Any, *, model: bool) -> Any:
+    from reference_impl import Settings
+
+    from ..protocol import ScanRequest
+    from .scanops import SERVER_VARIANTS
+
+    settings = Settings(
+        io_method=case.io_method,
+        effective_io_concurrency=case.eic,
+        maintenance_io_concurrency=case.eic,
+        debug_io_direct="data" if (model or case.direct) else "",
+    )
+    return ScanRequest(
+        case.scan,
+        spec,
+        variant=SERVER_VARIANTS[case.scan],
+        params=dict(TIMED_SCANS[case.scan]),
+        settings=settings,
+    )
+
+
+def _model_ms(case: TimingCase, spec: Any, latency_us: float, costs: Any) -> float:
+    from dataclasses import replace
+
+    from .._reference_scans import run_scan as model_run
+
+    out = model_run(replace(_request(case, spec, model=True), device=_device(latency_us)), costs=costs)
+    if out.error is not None or out.elapsed_us is None:
+        raise RuntimeError(f"the model's {case.label} failed: {out.error}")
+    return out.elapsed_us / 1000.0
+
+
+_CALIBRATION_CASE = TimingCase("seqscan", 0, "sync", 16)
+
+
+def _scaled_costs(scale: float) -> Any:
+    from dataclasses import fields
+
+    from reference_impl.costs import CpuCosts
+
+    base = CpuCosts()
+    return CpuCosts(**{f.name: getattr(base, f.name) * scale for f in fields(CpuCosts)})
+
+
+def run_timing(
+    chosen: Sequence[TimingCase],
+    *,
+    nblocks: int = 256,
+    repeats: int = 5,
+    calibrate: bool = True,
+    impl: Any = None,
+    dsn: str | None = None,
+    bindir: str | None = None,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Time ``chosen`` on the server and in the model; the JSON-ready table (see the module doc).
+
+    The repeats are interleaved: each round runs every case once (grouped by ``io_method`` so a
+    round restarts the server at most twice), so a machine whose load changes during the run
+    moves every case alike instead of deciding some of them. The calibration case runs in every
+    round too.
+    """
+    from .implementation import PostgresImplementation
+
+    if not isinstance(nblocks, int) or not 16 <= nblocks <= 131072:
+        raise ValueError(f"nblocks = {nblocks!r} is not valid; allowed: 16..131072")
+    if not isinstance(repeats, int) or not 1 <= repeats <= 99:
+        raise ValueError(f"repeats = {repeats!r} is not valid; allowed: 1..99")
+    own = impl is None
+    if impl is None:
+        impl = PostgresImplementation(dsn=dsn, bindir=bindir, interpose=True, pytest_mode=False)
+    spec = _spec(nblocks)
+    plan = ([_CALIBRATION_CASE] if calibrate else []) + sorted(chosen, key=lambda c: (c.io_method, c.direct))
+    seconds: dict[TimingCase, list[float]] = {c: [] for c in plan}
+    service: dict[TimingCase, list[float]] = {c: [] for c in plan}
+    try:
+        for round_no in range(repeats):
+            for case in plan:
+                t = impl.time_scan(_request(case, spec, model=False), _device(case.latency_us), repeats=1)
+                seconds[case].extend(t.seconds)
+                service[case].extend(t.service_us)
+            if progress is not None:
+                progress(f"round {round_no + 1} of {repeats} done")
+        version = impl.server.version
+    finally:
+        if own:
+            impl.close()
+    calibration = None
+    costs = None
+    if calibrate:
+        c = _CALIBRATION_CASE
+        server_ms = statistics.median(seconds[c]) * 1000.0
+        served = statistics.median(service[c]) if service[c] else 0.0
+        model_ms = _model_ms(c, spec, served, None)
+        scale = server_ms / model_ms if model_ms > 0 else 1.0
+        costs = _scaled_costs(scale)
+        calibration = {
+            "cpu_scale": round(scale, 3),
+            "server_ms": round(server_ms, 2),
+            "model_ms": round(model_ms, 2),
+        }
+    rows = []
+    for case in chosen:
+        server_ms = statistics.median(seconds[case]) * 1000.0
+        served = statistics.median(service[case]) if service[case] else float(case.latency_us)
+        model_ms = _model_ms(case, spec, served, costs)
+        rows.append(
+            {
+                "scan": case.scan,
+                "latency_us": case.latency_us,
+                "io_method": case.io_method,
+                "eic": case.eic,
+                "direct": case.direct,
+                "service_us": round(served, 1),
+                "requests": len(service[case]) // repeats,
+                "server_ms": round(server_ms, 2),
+                "server_runs_ms": [round(x * 1000.0, 2) for x in seconds[case]],
+                "model_ms": round(model_ms, 2),
+                "ratio": round(model_ms / server_ms, 3) if server_ms > 0 else None,
+            }
+        )
+    return {
+        "server_version": version,
+        "nblocks": nblocks,
+        "repeats": repeats,
+        "calibration": calibration,
+        "rows": rows,
+        "speedups": speedups(rows),
+    }
+
+
+def speedups(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Unstreamed / streamed time per configuration, on both sides, and how far apart they are."""
+    by: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["latency_us"], r["io_method"], r["eic"], r["direct"])
+        by.setdefault(key, {})[r["scan"]] = r
+    out = []
+    for (lat, method, eic, direct), scans in by.items():
+        if not all(s in scans for s in _PAIR):
+            continue
+        streamed, unstreamed = scans[_PAIR[0]], scans[_PAIR[1]]
+        server = unstreamed["server_ms"] / streamed["server_ms"]
+        model = unstreamed["model_ms"] / streamed["model_ms"]
+        out.append(
+            {
+                "latency_us": lat,
+                "io_method": method,
+                "eic": eic,
+                "direct": direct,
+                "server_speedup": round(server, 2),
+                "model_speedup": round(model, 2),
+                "deviation": round(model / server - 1.0, 3),
+            }
+        )
+    return out
+
+
+def _within(ratio: float | None) -> str:
+    return "" if ratio is not None and 0.8 <= ratio <= 1.25 else "  <-- outside 0.8-1.25"
+
+
+def format_timing(result: dict[str, Any]) -> str:
+    """The table as plain text (what the command prints)."""
+    lines = [
+        f"PostgreSQL {result['server_version']}, {result['nblocks']} blocks, median of {result['repeats']}"
+    ]
+    cal = result.get("calibration")
+    if cal:
+        lines.append(
+            f"CPU calibration: seqscan with no imposed latency {cal['server_ms']} ms on the server, "
+            f"{cal['model_ms']} ms in the model: every CpuCosts field x {cal['cpu_scale']}"
+        )
+    lines.append(
+        f"{'scan':<20} {'latency':>8} {'method':<7} {'eic':>3} {'served':>8} {'reqs':>5} "
+        f"{'model ms':>9} {'server ms':>10} {'ratio':>6}"
+    )
+    for r in result["rows"]:
+        lines.append(
+            f"{r['scan']:<20} {r['latency_us'] / 1000:>6g}ms {r['io_method']:<7} {r['eic']:>3} "
+            f"{r['service_us']:>6.0f}us {r['requests']:>5} {r['model_ms']:>9.2f} {r['server_ms']:>10.2f} "
+            f"{r['ratio']:>6.2f}{' direct' if r['direct'] else ''}{_within(r['ratio'])}"
+        )
+    if result["speedups"]:
+        lines.append("streamed (pg_prewarm buffer) vs unstreamed (pg_prewarm read): unstreamed / streamed")
+        for s in result["speedups"]:
+            flag = "" if abs(s["deviation"]) <= 0.15 else "  <-- more than 15 % apart"
+            lines.append(
+                f"  {s['latency_us'] / 1000:g} ms {s['io_method']:<7} eic {s['eic']:>2}"
+                f"{', direct' if s['direct'] else ''}: server "
+                f"{s['server_speedup']:.2f}x, model {s['model_speedup']:.2f}x ({s['deviation']:+.1%}){flag}"
+            )
+    return "\n".join(lines)
+
+
+def markdown_timing(result: dict[str, Any]) -> str:
+    """The table in Markdown (for ``docs/benchmarks.md``)."""
+    lines = [
+        "| scan | latency | io_method | eic | served per request | requests | model ms | server ms | ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['scan']} | {r['latency_us'] / 1000:g} ms{' (direct)' if r['direct'] else ''} | {r['io_method']} | {r['eic']} | "
+            f"{r['service_us']:.0f} µs | {r['requests']} | {r['model_ms']:.2f} | {r['server_ms']:.2f} | "
+            f"{r['ratio']:.2f} |"
+        )
+    if result["speedups"]:
+        lines += [
+            "",
+            "| latency | io_method | eic | server speedup | model speedup | deviation |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for s in result["speedups"]:
+            lines.append(
+                f"| {s['latency_us'] / 1000:g} ms{' (direct)' if s['direct'] else ''} | {s['io_method']} | {s['eic']} | "
+                f"{s['server_speedup']:.2f}x | "
+                f"{s['model_speedup']:.2f}x | {s['deviation']:+.1%} |"
+            )
+    return "\n".join(lines)
