@@ -79,8 +79,9 @@ def _settings(draw: Any, versions: tuple[str, ...]) -> Settings:
         shared_buffers=shared_buffers,
         io_combine_limit=icl,
         io_max_combine_limit=draw(st.sampled_from((1, 2, 4, 16, 32, 128))),
-        effective_io_concurrency=draw(st.integers(0, 8)),
-        maintenance_io_concurrency=draw(st.integers(0, 8)),
+        # Small concurrencies most of the time (where max_ios binds), the GUC's whole range too.
+        effective_io_concurrency=draw(st.one_of(st.integers(0, 8), st.integers(0, 1000))),
+        maintenance_io_concurrency=draw(st.one_of(st.integers(0, 8), st.integers(0, 1000))),
         io_method=draw(st.sampled_from(("sync", "worker", "io_uring"))),
         io_workers=draw(st.integers(1, 4)),
         debug_io_direct=draw(st.sampled_from(("", "data"))),
