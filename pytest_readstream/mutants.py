@@ -347,6 +347,54 @@ def _system_time_late_deadline() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _system_hash_inputs_swapped() -> Iterator[None]:
+    """``TABLESAMPLE SYSTEM`` hashing ``[seed, block]`` instead of ``[block, seed]``."""
+    import numpy as np
+
+    import reference_impl.scans.samplescan as samplescan
+    from reference_impl.sampling import hash_bytes_uint32
+    from reference_impl.sampling.tablesample import system_cutoff
+
+    def swapped(nblocks: int, percent: float, seed: int, **_kw: Any) -> Iterator[Any]:
+        cutoff = system_cutoff(percent)
+        chosen = [b for b in range(nblocks) if hash_bytes_uint32([seed, b]) < cutoff]
+        if chosen:
+            yield np.array(chosen, dtype=np.uint32)
+
+    with _patched(samplescan, "system_sample_block_chunks", swapped):
+        yield
+
+
+@contextlib.contextmanager
+def _vacuum_skips_only_longer_runs() -> Iterator[None]:
+    """VACUUM jumping only over runs of *more than* 32 skippable blocks (``>`` for ``>=``)."""
+    import reference_impl.scans.vacuum as vacuum
+
+    with _patched(vacuum, "SKIP_PAGES_THRESHOLD", vacuum.SKIP_PAGES_THRESHOLD + 1):
+        yield
+
+
+@contextlib.contextmanager
+def _bulkread_ring_in_blocks_not_kb() -> Iterator[None]:
+    """``GetAccessStrategy(BAS_BULKREAD)`` whose cap lost its ``× (BLCKSZ / 1024)``: the ring is
+    capped at ``Max(256, GetPinLimit())`` kB instead of ``Max(256, GetPinLimit() × 8)`` kB."""
+    import reference_impl.scans.heapscan as heapscan
+    from reference_impl.buffers.strategy import BAS_BULKREAD, get_access_strategy_with_size
+
+    original = heapscan.get_access_strategy
+
+    def small_ring(btype: Any, settings: Any, **kwargs: Any) -> Any:
+        if btype is not BAS_BULKREAD:
+            return original(btype, settings, **kwargs)
+        eic = settings.effective_io_concurrency
+        ring_kb = min(256 + 8 * settings.effective_io_combine_limit * eic, max(256, settings.pin_limit))
+        return get_access_strategy_with_size(btype, ring_kb, settings.nbuffers)
+
+    with _patched(heapscan, "get_access_strategy", small_ring):
+        yield
+
+
 # ------------------------------------------------------------------------------ implementations
 class MutantImplementation(ReferenceImplementation):
     """The reference (``read_stream.c`` as ``reference_impl.ReadStream``) with one bug: streams,
@@ -616,6 +664,30 @@ MUTANTS: dict[str, Callable[..., MutantImplementation]] = {
         ``max_pinned_buffers`` and the largest read the stream combines are too large
         (issue 17: this passed the whole suite).""",
         _EffectiveLimitIgnored,
+    ),
+    "system-sample-hash-order": _mutant(
+        "system-sample-hash-order",
+        """``TABLESAMPLE SYSTEM`` hashes its inputs in another order, ``[seed, block]`` instead of
+        ``system_nextsampleblock``'s ``[block, seed]``: the sample still has the requested size on
+        average and is still repeatable, but it is not PostgreSQL's block set for the
+        ``REPEATABLE`` seed (issue 17: only the model's own fidelity tests noticed). Scan level.""",
+        scan_patch=_system_hash_inputs_swapped,
+    ),
+    "vacuum-skip-threshold-exclusive": _mutant(
+        "vacuum-skip-threshold-exclusive",
+        """VACUUM skips a run of all-visible pages only when it is *more than*
+        ``SKIP_PAGES_THRESHOLD`` (32) pages long, where ``heap_vac_scan_next_block`` skips runs of
+        at least 32: a run of exactly 32 is read (issue 17: only the model's own fidelity tests
+        noticed). Scan level.""",
+        scan_patch=_vacuum_skips_only_longer_runs,
+    ),
+    "bulkread-ring-in-blocks-not-kb": _mutant(
+        "bulkread-ring-in-blocks-not-kb",
+        """``GetAccessStrategy(BAS_BULKREAD)`` caps the ring at ``Max(256, GetPinLimit())`` kB, the
+        pin limit taken as kilobytes instead of blocks of 8 kB: with the default pool a sequential
+        scan's ring is 32 buffers instead of 94 (issue 18: caught before only because pages
+        escaped the smaller ring). Scan level.""",
+        scan_patch=_bulkread_ring_in_blocks_not_kb,
     ),
     "system-time-ignores-deadline": _mutant(
         "system-time-ignores-deadline",

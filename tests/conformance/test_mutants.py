@@ -54,6 +54,9 @@ KILLERS: dict[str, str] = {
     "system-time-ignores-deadline": "test_scans::test_system_time_overshoot_bounded_by_lookahead_window",
     "downgraded-read-not-finished": "test_faults::test_downgraded_page_error_finishes_its_read",
     "effective-combine-limit-ignored": "test_pins::test_limits_follow_the_effective_io_combine_limit",
+    "system-sample-hash-order": "test_scan_facts::test_system_repeatable_samples_postgresqls_block_set",
+    "vacuum-skip-threshold-exclusive": "test_scan_facts::test_vacuum_skips_runs_of_at_least_32_all_visible_pages",
+    "bulkread-ring-in-blocks-not-kb": "test_scan_facts::test_bulkread_ring_has_getaccessstrategys_size",
 }
 """Mutant -> ``module::test`` of the conformance suite expected to kill it: the quickest killer.
 docs/conformance.md lists every killing test of the full matrix."""
