@@ -417,6 +417,7 @@ class MutantImplementation(ReferenceImplementation):
         callback_hook: Callable[[Any, Any, Callable[..., Any], Any], Callable[..., Any]] | None = None,
         scan_patch: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
         mode: str = "suite",
+        introspection_only: bool = False,
     ) -> None:
         super().__init__()
         if mode not in MODES:
@@ -425,6 +426,9 @@ class MutantImplementation(ReferenceImplementation):
         self.name = f"mutant:{name}" if mode == "suite" else f"mutant:{name}[{mode}]"
         self.bug = name
         self.__doc__ = doc
+        # The bug lives only in what the stream reports about itself (a statistic): the buffer
+        # manager cannot see it, so black-box mode is blind to it by construction.
+        self.introspection_only = introspection_only
         if mode == "black-box":
             self.capabilities = self.capabilities - {"introspection"}
         self._callback_hook = callback_hook
@@ -570,8 +574,9 @@ MUTANTS: dict[str, Callable[..., MutantImplementation]] = {
         (``distance_capacity``) in the middle of a scan, as v1 of the sample-scan patch did
         (review: "You change distance_capacity but we are still in the same scan ... no need to
         change it"). EXPLAIN would then report a capacity the scan did not have for most of its
-        life.""",
+        life. Only the stream's own statistics show it: black-box mode cannot.""",
         _CapacityUpdatedOnSetStrategy,
+        introspection_only=True,
     ),
     "block-range-reads-current-size": _mutant(
         "block-range-reads-current-size",
@@ -777,7 +782,9 @@ def run_kill_matrix(
          "all_killed": bool, "reference_clean": bool}
 
     ``killed`` and ``killing_tests`` of a mutant are those of the first mode; ``all_killed``
-    requires a kill in every mode, ``reference_clean`` a clean reference in every mode. Outside
+    requires a kill in every mode, except black-box for a mutant whose bug only the stream's own
+    statistics show (``introspection_only``; its black-box entry has ``"blind": true``), and
+    ``reference_clean`` a clean reference in every mode. Outside
     the ``suite`` mode a test that failed only by one of the model's own checks (an
     ``InvariantViolation`` or ``ModelUsageError`` raised inside the model) is listed under
     ``self_check_failures`` and is no kill: the suite did not see the bug.
@@ -807,8 +814,14 @@ def run_kill_matrix(
                 "skipped": res["skipped"],
             }
         first = per_mode[modes[0]]
+        if "black-box" in per_mode:
+            per_mode["black-box"]["blind"] = MUTANTS[name]().introspection_only
         out["mutants"][name] = {"doc": mutant_doc(name), **first, "modes": per_mode}
-    out["all_killed"] = all(all(r["killed"] for r in m["modes"].values()) for m in out["mutants"].values())
+    # A mutant visible only through the stream's own statistics counts as expected in black-box.
+    out["all_killed"] = all(
+        all(r["killed"] or r.get("blind", False) for r in m["modes"].values())
+        for m in out["mutants"].values()
+    )
     out["reference_clean"] = (not include_reference) or all(
         not r["failed"] and r["exit_code"] == 0 for r in out["reference_modes"].values()
     )
@@ -866,7 +879,8 @@ def format_kill_matrix(result: dict[str, Any], *, examples: int = 3) -> str:
 
     One line per mutant: killed or SURVIVED in each mode (how many tests failed), and the first
     ``examples`` killing tests of the first mode (test functions, parameters folded); then the
-    reference's line. A result without modes (schema 1) is shown as one ``suite`` column.
+    reference's line. A result without modes (schema 1) is shown as one ``suite`` column; ``blind``
+    marks a black-box cell of a mutant only introspection can see.
     """
     modes: list[str] = list(result.get("modes") or ["suite"])
     rows = []
@@ -878,9 +892,12 @@ def format_kill_matrix(result: dict[str, Any], *, examples: int = 3) -> str:
         cells = []
         for mode, w in zip(modes, cols, strict=True):
             r = per_mode.get(mode)
-            cell = (
-                "-" if r is None else f"{'killed' if r['killed'] else 'SURVIVED'} {len(r['killing_tests'])}"
-            )
+            if r is None:
+                cell = "-"
+            elif not r["killed"] and r.get("blind"):
+                cell = "blind"  # visible only through introspection: not a survival
+            else:
+                cell = f"{'killed' if r['killed'] else 'SURVIVED'} {len(r['killing_tests'])}"
             cells.append(f"{cell:<{w}}")
         funcs: dict[str, int] = {}
         for test in m["killing_tests"]:
@@ -917,5 +934,11 @@ def format_kill_matrix(result: dict[str, Any], *, examples: int = 3) -> str:
             for m in result["mutants"].values()
             if (m.get("modes") or {modes[0]: m}).get(mode, {}).get("killed")
         )
-        lines.append(f"{mode}: {killed} of {len(result['mutants'])} mutants killed")
+        blind = sum(
+            1
+            for m in result["mutants"].values()
+            if (m.get("modes") or {}).get(mode, {}).get("blind") and not m["modes"][mode]["killed"]
+        )
+        note = f" ({blind} visible only through introspection)" if blind else ""
+        lines.append(f"{mode}: {killed} of {len(result['mutants'])} mutants killed{note}")
     return "\n".join(lines)

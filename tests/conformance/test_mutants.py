@@ -255,3 +255,25 @@ def test_recorder_tells_self_checks_from_the_suites_failures() -> None:
     assert not killmatrix._is_self_check(report("conformance._harness.ConformanceViolation: pins"))
     assert not killmatrix._is_self_check(report("AssertionError: assert 7 == 8"))
     assert os.environ.get("READSTREAM_KILLMATRIX_OUT") is None
+
+
+def test_only_the_capacity_mutant_is_blind_in_black_box() -> None:
+    """A mutant is exempt from the black-box column only when its bug lives in the stream's own
+    statistics; the table shows it as blind, not survived."""
+    blind = sorted(n for n, f in MUTANTS.items() if f().introspection_only)
+    assert blind == ["capacity-updated-on-set-strategy"]
+    cell = {"killed": False, "killing_tests": [], "blind": True}
+    result = {
+        "modes": list(MODES),
+        "mutants": {
+            "c-bug": {
+                "killed": True,
+                "killing_tests": ["t.py::t"],
+                "modes": {"suite": {"killed": True, "killing_tests": ["t.py::t"]}, "black-box": cell},
+            }
+        },
+    }
+    text = format_kill_matrix(result)
+    row = next(line for line in text.splitlines() if line.startswith("c-bug"))
+    assert "blind" in row and "SURVIVED" not in row
+    assert text.splitlines()[-1] == "black-box: 0 of 1 mutants killed (1 visible only through introspection)"
