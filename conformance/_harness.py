@@ -47,6 +47,7 @@ from reference_impl import (
 )
 from reference_impl.buffers.strategy import BufferAccessStrategyType, get_access_strategy_with_size
 
+from . import _oracle
 from ._observation import ModelObservation, StreamObservation, observation_for
 
 __all__ = [
@@ -66,7 +67,7 @@ __all__ = [
     "has_capability",
 ]
 
-_INT16_MAX = 32767
+_INT16_MAX = _oracle.INT16_MAX
 
 
 class ConformanceViolation(AssertionError):
@@ -75,39 +76,25 @@ class ConformanceViolation(AssertionError):
 
 # ------------------------------------------------------------------------------ limits (oracle)
 def strategy_pin_limit(strategy: BufferAccessStrategy | None, nbuffers: int) -> int:
-    """``GetAccessStrategyPinLimit``: ``NBuffers`` without a ring; a BULKREAD ring whole; half of others."""
+    """``GetAccessStrategyPinLimit`` of a ring the harness made (its size checked by
+    :func:`make_strategy` against ``GetAccessStrategy``'s formula): ``NBuffers`` without a ring,
+    a BULKREAD ring whole, half of others."""
     if strategy is None:
-        return nbuffers
-    if strategy.btype is BufferAccessStrategyType.BULKREAD:
-        return strategy.nbuffers
-    return strategy.nbuffers // 2
-
-
-def _raw_max_ios(settings: Settings, rel: Relation, flags: int) -> int:
-    if rel.is_catalog:
-        raw = settings.effective_io_concurrency
-    elif flags & READ_STREAM_MAINTENANCE:
-        raw = rel.tablespace_mic if rel.tablespace_mic is not None else settings.maintenance_io_concurrency
-    else:
-        raw = rel.tablespace_eic if rel.tablespace_eic is not None else settings.effective_io_concurrency
-    return min(raw, _INT16_MAX)
+        return _oracle.strategy_pin_limit(None, 0, nbuffers)
+    return _oracle.strategy_pin_limit(strategy.btype.value, strategy.nbuffers, nbuffers)
 
 
 def expected_max_ios(settings: Settings, rel: Relation, flags: int) -> int:
     """``max_ios`` of a new stream (``read_stream_begin_impl``; 0 becomes 1, synchronous)."""
-    return max(1, _raw_max_ios(settings, rel, flags))
+    return _oracle.stream_max_ios(settings, rel, flags, READ_STREAM_MAINTENANCE)
 
 
 def expected_max_pinned(
     settings: Settings, rel: Relation, flags: int, strategy: BufferAccessStrategy | None
 ) -> int:
     """``max_pinned_buffers`` of a new stream, in the order ``read_stream_begin_impl`` applies caps."""
-    icl = settings.effective_io_combine_limit
-    mp = (_raw_max_ios(settings, rel, flags) + 1) * icl
-    mp = min(mp, _INT16_MAX - (icl - 1) - 1)
-    mp = min(mp, strategy_pin_limit(strategy, settings.nbuffers))
-    mp = min(mp, settings.pin_limit)
-    return max(1, mp)
+    limit = strategy_pin_limit(strategy, int(settings.shared_buffers))
+    return _oracle.stream_max_pinned_buffers(settings, rel, flags, READ_STREAM_MAINTENANCE, limit)
 
 
 def io_context(strategy: BufferAccessStrategy | None) -> str:
@@ -122,8 +109,22 @@ def make_strategy(instance: Instance, spec: tuple[str, int | None] | None) -> Bu
     kind, ring_kb = spec
     btype = BufferAccessStrategyType(kind)
     if ring_kb is None:
-        return instance.strategy(btype)
-    return get_access_strategy_with_size(btype, ring_kb, instance.settings.nbuffers)
+        strategy = instance.strategy(btype)
+    else:
+        strategy = get_access_strategy_with_size(btype, ring_kb, int(instance.settings.shared_buffers))
+    # The buffer manager builds the ring; its size is checked against PostgreSQL's formula
+    # here, so that every limit derived from the ring rests on the definition, not on the model.
+    want = _oracle.ring_buffers(btype.value, ring_kb, instance.settings)
+    got = 0 if strategy is None else strategy.nbuffers
+    if got != want:
+        size = "the default size" if ring_kb is None else f"{ring_kb} kB"
+        raise ConformanceViolation(
+            f"the buffer manager made a {kind.upper()} ring of {got} buffers for {size}; "
+            f"GetAccessStrategy/GetAccessStrategyWithSize give {want} (shared_buffers "
+            f"{instance.settings.shared_buffers}, io_combine_limit {_oracle.effective_io_combine_limit(instance.settings)}, "
+            f"effective_io_concurrency {instance.settings.effective_io_concurrency})"
+        )
+    return strategy
 
 
 def describe_strategy(strategy: BufferAccessStrategy | None) -> str:
@@ -227,6 +228,10 @@ class BufferManagerObserver:
         self._seen()
         return self._max_outstanding
 
+    def restart_max_outstanding(self) -> None:
+        """Count the most reads in flight from now on (from those in flight at this moment)."""
+        self._max_outstanding = len(self.outstanding)
+
     def uninstall(self) -> None:
         """Give the backend its own methods back."""
         for name in ("start_read_buffers", "wait_read_buffers"):
@@ -252,7 +257,9 @@ class BufferManagerObserver:
         if not self._mine(op):
             return self._orig_start(op, buffers, index, blocknum, nblocks, flags, **kwargs)
         be = self.backend
-        additional = be.get_additional_pin_limit()
+        # GetAdditionalPinLimit() from its definition and the backend's private refcount hash
+        # (not the buffer manager's own function, which an implementation could get wrong too).
+        additional = _oracle.additional_pin_limit(be.settings, len(be.refs.ovf))
         forwarding = kwargs.get("allow_forwarding", True)
         forwarded = 0
         if forwarding:
@@ -481,7 +488,7 @@ class StreamDriver:
         self.eviction_possible = (
             eviction_possible
             if eviction_possible is not None
-            else (strategy is not None or rel.nblocks(fork) + 8 > self.settings.nbuffers)
+            else (strategy is not None or rel.nblocks(fork) + 8 > int(self.settings.shared_buffers))
         )
         self._read_counts: Counter[int] = Counter()
         self._ledger_used: set[int] = set()
@@ -671,7 +678,9 @@ class StreamDriver:
         self._step(code, f"the stream switches to {describe_strategy(strategy)}")
         self.stream.set_strategy(strategy)
         self.strategy = strategy
-        self.limit = max(1, min(self.initial_limit, strategy_pin_limit(strategy, self.settings.nbuffers)))
+        self.limit = max(
+            1, min(self.initial_limit, strategy_pin_limit(strategy, int(self.settings.shared_buffers)))
+        )
         self._reads_context = io_context(strategy)
         if strategy is not None:
             self.eviction_possible = True
@@ -803,7 +812,7 @@ class StreamDriver:
         log = self._log
         rel = self.rel.name
         fork_name = reference_impl.storage.FORK_NAMES[self.fork]
-        icl = self.settings.effective_io_combine_limit
+        icl = _oracle.effective_io_combine_limit(self.settings)
         for rec in log[self._log_seen :]:
             if rec.relation != rel or rec.fork != fork_name:
                 continue
@@ -869,19 +878,27 @@ class StreamDriver:
         if pins > self.limit:
             self.fail(
                 f"the stream holds {pins} pins, above its limit of {self.limit} "
-                f"(settings: icl {self.settings.effective_io_combine_limit}, max_ios {self.max_ios}, "
-                f"GetPinLimit {self.settings.pin_limit}, {describe_strategy(self.strategy)}): {self._stream_pin_list()}"
+                f"(settings: icl {_oracle.effective_io_combine_limit(self.settings)}, max_ios {self.max_ios}, "
+                f"GetPinLimit {_oracle.max_proportional_pins(self.settings)}, {describe_strategy(self.strategy)}): "
+                f"{self._stream_pin_list()}"
             )
         if self.ended and pins:
             self.fail(f"the ended stream still holds {pins} pins")
         if self.introspection and not self.ended:
-            mp = self.stream.max_pinned_buffers
-            if mp != self.limit:
-                self.fail(f"stream.max_pinned_buffers is {mp}; the settings and strategy give {self.limit}")
-            if not 0 <= self.stream.distance <= mp:
-                self.fail(f"stream.distance is {self.stream.distance}, outside 0..max_pinned_buffers={mp}")
+            # What the stream says about itself is a claim, checked against the limits derived
+            # here from the settings; it is never the yardstick of another check.
+            claimed = self.stream.max_pinned_buffers
+            if claimed != self.limit:
+                self.fail(
+                    f"stream.max_pinned_buffers claims {claimed}; the settings and strategy give {self.limit}"
+                )
+            if not 0 <= self.stream.distance <= self.limit:
+                self.fail(
+                    f"stream.distance is {self.stream.distance}, outside 0..{self.limit} (the pin limit the "
+                    "settings and strategy give)"
+                )
             if self.stream.max_ios != self.max_ios:
-                self.fail(f"stream.max_ios is {self.stream.max_ios}; the settings give {self.max_ios}")
+                self.fail(f"stream.max_ios claims {self.stream.max_ios}; the settings give {self.max_ios}")
 
     # ---------------------------------------------------------------- conveniences
     def consume(self, n: int | None = None, *, keep: bool = False) -> list[int]:

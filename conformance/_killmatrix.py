@@ -2,9 +2,12 @@
 
 ``pytest_readstream.mutants.run_kill_matrix`` loads it with ``-p
 readstream_conformance._killmatrix`` and reads the JSON file named by the environment variable
-``READSTREAM_KILLMATRIX_OUT``: ``{node id: "passed" | "failed" | "skipped"}``. A test counts as
-failed when any of its phases failed (an error in set-up or teardown included). Under xdist the
-controller receives every worker's reports, so only the controller writes the file.
+``READSTREAM_KILLMATRIX_OUT``: ``{node id: "passed" | "failed" | "self-check" | "skipped"}``. A test
+counts as failed when any of its phases failed (an error in set-up or teardown included). A test
+whose only failures are the reference model's own internal checks (``InvariantViolation``,
+``ModelUsageError`` raised inside the model) is ``self-check``: the model caught the bug, not the
+suite, and an implementation under test has no such checks. Under xdist the controller receives
+every worker's reports, so only the controller writes the file.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import pytest
 
 _ENV = "READSTREAM_KILLMATRIX_OUT"
+_SELF_CHECK_ERRORS = ("InvariantViolation", "ModelUsageError")
 _outcomes: dict[str, str] = {}
 
 
@@ -25,12 +29,23 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if hasattr(report, "wasxfail"):
         _outcomes[nodeid] = "xfailed" if report.skipped else "xpassed"
     elif report.failed:
-        _outcomes[nodeid] = "failed"
+        if _is_self_check(report):
+            _outcomes.setdefault(nodeid, "self-check")
+        else:
+            _outcomes[nodeid] = "failed"
     elif report.skipped and report.when in ("setup", "call"):
         _outcomes.setdefault(nodeid, "skipped")
     elif report.when == "call" and report.passed:
-        if _outcomes.get(nodeid) != "failed":
+        if _outcomes.get(nodeid) not in ("failed", "self-check"):
             _outcomes[nodeid] = "passed"
+
+
+def _is_self_check(report: pytest.TestReport) -> bool:
+    """The failure is one of the model's own checks (the crash line names its exception)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", "") or ""
+    head = message.split(":", 1)[0]
+    return head.rsplit(".", 1)[-1] in _SELF_CHECK_ERRORS
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: Any) -> None:

@@ -73,14 +73,17 @@ def _settings(draw: Any, versions: tuple[str, ...]) -> Settings:
     (limit 0 or 1) are common but do not crowd out pools where the stream can look ahead."""
     pin_limit = draw(st.sampled_from((0, 1, 2, 4, 8, 20, 94)))
     shared_buffers = max(16, pin_limit * _PIN_DIVISOR + draw(st.integers(0, _PIN_DIVISOR - 1)))
-    icl = draw(st.sampled_from((1, 2, 3, 4, 8, 16, 32)))
+    # io_combine_limit and io_max_combine_limit are drawn apart: PostgreSQL 18 accepts an
+    # io_combine_limit above io_max_combine_limit, and the stream must then follow the smaller.
+    icl = draw(st.sampled_from((1, 2, 3, 4, 8, 16, 32, 128)))
     return Settings(
         version=draw(st.sampled_from(versions)),
         shared_buffers=shared_buffers,
         io_combine_limit=icl,
-        io_max_combine_limit=max(icl, draw(st.sampled_from((1, 16, 32)))),
-        effective_io_concurrency=draw(st.integers(0, 8)),
-        maintenance_io_concurrency=draw(st.integers(0, 8)),
+        io_max_combine_limit=draw(st.sampled_from((1, 2, 4, 16, 32, 128))),
+        # Small concurrencies most of the time (where max_ios binds), the GUC's whole range too.
+        effective_io_concurrency=draw(st.one_of(st.integers(0, 8), st.integers(0, 1000))),
+        maintenance_io_concurrency=draw(st.one_of(st.integers(0, 8), st.integers(0, 1000))),
         io_method=draw(st.sampled_from(("sync", "worker", "io_uring"))),
         io_workers=draw(st.integers(1, 4)),
         debug_io_direct=draw(st.sampled_from(("", "data"))),

@@ -203,3 +203,74 @@ def test_failed_read_is_retried_by_the_next_stream(drive: Any, relation: Any, re
     again = drive(rel, list(range(30)))
     assert again.consume() == list(range(30))
     again.end()
+
+
+# (id, settings) of the two ways a page failing verification is let through.
+_DOWNGRADES: list[tuple[str, dict[str, Any]]] = [
+    ("zero_damaged_pages", {"zero_damaged_pages": True}),
+    ("ignore_checksum_failure", {"ignore_checksum_failure": True}),
+]
+
+
+def _scattered(nblocks: int, count: int) -> list[int]:
+    return [(b * 4099) % nblocks for b in range(1, count + 1)]
+
+
+@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.parametrize(
+    "readstream_settings",
+    [
+        pytest.param({**gucs, "io_method": m, "effective_io_concurrency": 1}, id=f"{name}-{m}")
+        for name, gucs in _DOWNGRADES
+        for m in _METHODS
+    ],
+    indirect=True,
+)
+def test_downgraded_page_error_finishes_its_read(drive: Any, relation: Any, readstream_faults: Any) -> None:
+    """A read whose page failed verification but was let through (``zero_damaged_pages`` zeroed
+    it, ``ignore_checksum_failure`` accepted it) is finished like any other once waited for
+    (``WaitReadBuffers`` completes it; the stream's ``ios_in_progress`` drops by one): with
+    ``effective_io_concurrency`` 1 a scattered cold stream still delivers every block."""
+    rel = relation(5000)
+    blocks = _scattered(5000, 120)
+    bad = blocks[2]
+    readstream_faults.faults.append(Fault("checksum", relation=rel.name, block=bad, times=None))
+    d = drive(rel, blocks)
+    assert d.consume() == blocks
+    assert any(e["fault"] == "checksum" for e in readstream_faults.ledger), "the damaged page was never read"
+    d.end()
+
+
+@pytest.mark.readstream_invariant("faults", "SHOULD")
+@pytest.mark.parametrize(
+    "readstream_settings",
+    [
+        pytest.param({**gucs, "io_method": m, "effective_io_concurrency": e}, id=f"{name}-eic{e}-{m}")
+        for name, gucs in _DOWNGRADES
+        for e in (2, 8)
+        for m in _METHODS
+    ],
+    indirect=True,
+)
+def test_downgraded_page_error_leaves_max_ios_reads_in_flight(
+    drive: Any, relation: Any, readstream_faults: Any
+) -> None:
+    """After a read whose page error was downgraded (zeroed or ignored), a scattered cold stream
+    still has ``max_ios`` reads started and not yet waited for at some point (``read_stream.md``
+    §4.2: look-ahead runs until ``max_ios`` reads are in progress; the downgraded read is no
+    longer one of them)."""
+    rel = relation(5000)
+    blocks = _scattered(5000, 200)
+    bad = blocks[0]
+    readstream_faults.faults.append(Fault("checksum", relation=rel.name, block=bad, times=None))
+    d = drive(rel, blocks)
+    assert d.consume(1) == [bad]
+    # Count reads in flight only from the moment the consumer has the damaged page.
+    d.observer.restart_max_outstanding()
+    assert d.consume() == blocks[1:]
+    assert any(e["fault"] == "checksum" for e in readstream_faults.ledger), "the damaged page was never read"
+    assert d.observer.max_outstanding == d.max_ios, (
+        f"after the downgraded read at most {d.observer.max_outstanding} reads were in flight, "
+        f"max_ios is {d.max_ios}"
+    )
+    d.end()

@@ -17,6 +17,7 @@ import pytest
 
 from reference_impl import READ_STREAM_FULL, READ_STREAM_MAINTENANCE
 
+from . import _oracle
 from ._fixtures import drive_fixture, relation_fixture  # noqa: F401
 from ._harness import make_strategy
 
@@ -123,7 +124,7 @@ def test_reads_respect_the_backends_additional_pin_limit(
     rel = relation(1000)
     d = drive(rel, list(range(1000)))
     d.consume()
-    pin_limit = readstream_backend.settings.pin_limit
+    pin_limit = _oracle.max_proportional_pins(readstream_backend.settings)
     biggest = max(r.nblocks for r in d.reads)
     assert biggest <= pin_limit - 8, f"a read of {biggest} blocks with GetPinLimit() = {pin_limit}"
     d.end()
@@ -141,7 +142,7 @@ def test_consumer_pins_shrink_the_streams_budget(
     kept = [readstream_backend.read_buffer(other, b) for b in range(held)]
     rel = relation(600)
     d = drive(rel, list(range(600)), held=kept)
-    pin_limit = readstream_backend.settings.pin_limit
+    pin_limit = _oracle.max_proportional_pins(readstream_backend.settings)
     worst = 0
     for _ in range(600):
         d.next()
@@ -150,3 +151,47 @@ def test_consumer_pins_shrink_the_streams_budget(
     d.end()
     while d.held:
         d.release_held()
+
+
+@pytest.mark.readstream_invariant("pins", "MUST")
+@pytest.mark.parametrize(
+    "readstream_settings",
+    [
+        pytest.param(
+            {
+                "io_combine_limit": icl,
+                "io_max_combine_limit": imcl,
+                "effective_io_concurrency": eic,
+                "io_method": m,
+            },
+            id=f"icl{icl}-max{imcl}-eic{eic}-{m}",
+        )
+        for icl, imcl, eic, m in (
+            (32, 4, 1, "worker"),
+            (128, 16, 0, "sync"),
+            (16, 1, 2, "io_uring"),
+            (64, 8, 4, "worker"),
+            (128, 2, 1, "sync"),
+        )
+    ],
+    indirect=True,
+)
+@pytest.mark.parametrize("flags", [0, READ_STREAM_FULL])
+def test_limits_follow_the_effective_io_combine_limit(
+    drive: Any, relation: Any, readstream_settings: Any, flags: int
+) -> None:
+    """With ``io_combine_limit`` set above ``io_max_combine_limit`` (PostgreSQL 18 accepts it), the
+    stream follows the effective limit ``Min(io_combine_limit, io_max_combine_limit)``
+    (``assign_io_combine_limit``, ``read_stream_begin_impl``): its ``max_pinned_buffers`` is
+    ``(max_ios + 1) × effective limit`` (capped as usual), it never holds more pins, and no read is
+    longer than the effective limit."""
+    effective = _oracle.effective_io_combine_limit(readstream_settings)
+    assert effective < readstream_settings.io_combine_limit
+    rel = relation(600)
+    d = drive(rel, list(range(600)), flags=flags)
+    assert d.limit <= (d.max_ios + 1) * effective
+    d.consume()
+    assert d.max_stream_pins <= d.limit, f"the stream held {d.max_stream_pins} pins, its limit is {d.limit}"
+    longest = max(r.nblocks for r in d.reads)
+    assert longest <= effective, f"a read of {longest} blocks; the effective io_combine_limit is {effective}"
+    d.end()

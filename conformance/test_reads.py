@@ -23,6 +23,7 @@ from reference_impl import (
     block_range_read_stream_cb,
 )
 
+from . import _oracle
 from ._fixtures import drive_fixture, relation_fixture  # noqa: F401
 
 pytestmark = pytest.mark.readstream_requires("stream-api")
@@ -96,7 +97,7 @@ def test_segment_boundary_read_sequence(drive: Any, relation: Any) -> None:
 )
 def test_reads_are_at_most_io_combine_limit(drive: Any, relation: Any, readstream_settings: Any) -> None:
     """No I/O is longer than ``io_combine_limit`` blocks (§9.5)."""
-    icl = readstream_settings.effective_io_combine_limit
+    icl = _oracle.effective_io_combine_limit(readstream_settings)
     rel = relation(400)
     d = drive(rel, list(range(400)), flags=READ_STREAM_FULL)
     d.consume()
@@ -117,7 +118,7 @@ def test_cold_sequential_reads_reach_io_combine_limit(
     drive: Any, relation: Any, readstream_settings: Any
 ) -> None:
     """A long cold sequential run is read in I/Os of ``io_combine_limit`` blocks (§8.1)."""
-    icl = readstream_settings.effective_io_combine_limit
+    icl = _oracle.effective_io_combine_limit(readstream_settings)
     rel = relation(400)
     d = drive(rel, list(range(400)), flags=READ_STREAM_FULL)
     d.consume()

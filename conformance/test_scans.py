@@ -27,6 +27,8 @@ from pytest_readstream.protocol import ScanOutcome, ScanRequest
 from reference_impl import Settings
 from reference_impl.relations.spec import IndexSpec, RelationSpec
 
+from . import _oracle
+
 pytestmark = pytest.mark.readstream_requires("scans")
 
 _INDEX_FOR = {
@@ -130,7 +132,7 @@ def test_streamed_and_unstreamed_agree(
     assert s.error is None and u.error is None, (s.error, u.error)
     assert s.result == u.result
     assert s.pinned_after == 0 and u.pinned_after == 0
-    icl = readstream_settings.effective_io_combine_limit
+    icl = _oracle.effective_io_combine_limit(readstream_settings)
     _assert_reads_bounded(s, spec.nblocks, icl, "streamed")
     _assert_reads_bounded(u, spec.nblocks, 1, "unstreamed")
     assert s.reads <= u.reads, f"streamed issued {s.reads} reads, unstreamed {u.reads}"
@@ -190,8 +192,8 @@ def test_cancelled_scan_leaves_no_pin(readstream_impl: Any, scan: str, cancel_af
 
 def _window(settings: Settings) -> int:
     """The most blocks a stream can hold between the callback and the consumer (§9.10)."""
-    icl = settings.effective_io_combine_limit
-    return max(1, min((settings.effective_io_concurrency + 1) * icl, settings.pin_limit))
+    icl = _oracle.effective_io_combine_limit(settings)
+    return max(1, min((settings.effective_io_concurrency + 1) * icl, _oracle.max_proportional_pins(settings)))
 
 
 @pytest.mark.readstream_invariant("scans", "MUST")

@@ -22,6 +22,7 @@ the harness, from outside, as a bug in someone else's implementation would be.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -40,7 +41,23 @@ from reference_impl.buffers.strategy import get_access_strategy_pin_limit
 from .protocol import ScanOutcome, ScanRequest
 from .reference import ReferenceImplementation
 
-__all__ = ["MUTANTS", "MutantImplementation", "mutant_doc", "run_kill_matrix", "format_kill_matrix"]
+__all__ = [
+    "MODES",
+    "MUTANTS",
+    "SELF_CHECKS_OFF",
+    "BLACK_BOX",
+    "MutantImplementation",
+    "mutant_doc",
+    "reference_in_mode",
+    "run_kill_matrix",
+    "format_kill_matrix",
+]
+
+MODES: tuple[str, ...] = ("suite", "self-checks-off", "black-box")
+"""How much of the model the suite may lean on (columns of the kill matrix): ``suite`` as
+``--readstream-impl=mutant:<name>`` runs (the buffer manager's use-after-free check of freed rings
+on), ``self-checks-off`` (no check of the model's own left), ``black-box`` (also no
+``introspection``: the suite sees only the buffer manager)."""
 
 
 # ------------------------------------------------------------------------------ the stream changes
@@ -187,6 +204,41 @@ class _FastPathNotLeftAfterMiss(_Base):
         return buf
 
 
+class _DowngradedReadNotFinished(_Base):
+    """After waiting for a read whose page failed verification but was let through
+    (``zero_damaged_pages`` zeroed it, ``ignore_checksum_failure`` accepted it), the stream does
+    not count that read as finished: one I/O slot stays taken for the rest of the stream."""
+
+    _checksum_faults_seen = 0
+
+    def _after_wait(self, op: Any, needed_wait: bool) -> None:
+        super()._after_wait(op, needed_wait)
+        settings = self.backend.settings
+        if not (settings.zero_damaged_pages or settings.ignore_checksum_failure):
+            return
+        ledger = self.backend.instance.storage.faults.ledger
+        seen = sum(1 for e in ledger if e["fault"] == "checksum" and e["relation"] == self.rel.name)
+        if seen > self._checksum_faults_seen:
+            self._checksum_faults_seen = seen
+            # The downgraded error is taken for a read still in progress.
+            self.ios_in_progress += 1
+
+
+class _EffectiveLimitIgnored(_Base):
+    """``read_stream_begin_impl`` sized from ``io_combine_limit`` itself, not from the effective
+    limit ``Min(io_combine_limit, io_max_combine_limit)``."""
+
+    def __init__(self, backend: Any, *args: Any, **kwargs: Any) -> None:
+        settings = backend.settings
+        if settings.io_combine_limit > settings.io_max_combine_limit:
+            # The queue, max_pinned_buffers and the largest read all follow the raw GUC.
+            raw = dataclasses.replace(settings, io_max_combine_limit=settings.io_combine_limit)
+            with _patched(backend, "settings", raw):
+                super().__init__(backend, *args, **kwargs)
+        else:
+            super().__init__(backend, *args, **kwargs)
+
+
 class _UnlimitedPinsBackend:
     """The harness's backend, except that ``GetAdditionalPinLimit()`` is never consulted."""
 
@@ -295,9 +347,66 @@ def _system_time_late_deadline() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _system_hash_inputs_swapped() -> Iterator[None]:
+    """``TABLESAMPLE SYSTEM`` hashing ``[seed, block]`` instead of ``[block, seed]``."""
+    import numpy as np
+
+    import reference_impl.scans.samplescan as samplescan
+    from reference_impl.sampling import hash_bytes_uint32
+    from reference_impl.sampling.tablesample import system_cutoff
+
+    def swapped(nblocks: int, percent: float, seed: int, **_kw: Any) -> Iterator[Any]:
+        cutoff = system_cutoff(percent)
+        chosen = [b for b in range(nblocks) if hash_bytes_uint32([seed, b]) < cutoff]
+        if chosen:
+            yield np.array(chosen, dtype=np.uint32)
+
+    with _patched(samplescan, "system_sample_block_chunks", swapped):
+        yield
+
+
+@contextlib.contextmanager
+def _vacuum_skips_only_longer_runs() -> Iterator[None]:
+    """VACUUM jumping only over runs of *more than* 32 skippable blocks (``>`` for ``>=``)."""
+    import reference_impl.scans.vacuum as vacuum
+
+    with _patched(vacuum, "SKIP_PAGES_THRESHOLD", vacuum.SKIP_PAGES_THRESHOLD + 1):
+        yield
+
+
+@contextlib.contextmanager
+def _bulkread_ring_in_blocks_not_kb() -> Iterator[None]:
+    """``GetAccessStrategy(BAS_BULKREAD)`` whose cap lost its ``× (BLCKSZ / 1024)``: the ring is
+    capped at ``Max(256, GetPinLimit())`` kB instead of ``Max(256, GetPinLimit() × 8)`` kB."""
+    import reference_impl.scans.heapscan as heapscan
+    from reference_impl.buffers.strategy import BAS_BULKREAD, get_access_strategy_with_size
+
+    original = heapscan.get_access_strategy
+
+    def small_ring(btype: Any, settings: Any, **kwargs: Any) -> Any:
+        if btype is not BAS_BULKREAD:
+            return original(btype, settings, **kwargs)
+        eic = settings.effective_io_concurrency
+        ring_kb = min(256 + 8 * settings.effective_io_combine_limit * eic, max(256, settings.pin_limit))
+        return get_access_strategy_with_size(btype, ring_kb, settings.nbuffers)
+
+    with _patched(heapscan, "get_access_strategy", small_ring):
+        yield
+
+
 # ------------------------------------------------------------------------------ implementations
 class MutantImplementation(ReferenceImplementation):
-    """The reference with one bug: streams (and scans' streams) get the mutant's stream class."""
+    """The reference (``read_stream.c`` as ``reference_impl.ReadStream``) with one bug: streams,
+    and scans' streams, get the mutant's stream class.
+
+    Its streams never run the model's internal invariant checks. ``mode`` says what else the
+    suite may lean on (:data:`MODES`): ``suite`` leaves the buffer manager's own
+    use-after-free check of freed rings on (how ``--readstream-impl=mutant:<name>`` runs);
+    ``self-checks-off`` turns that off too, so that only the harness can see a bug;
+    ``black-box`` also withdraws the ``introspection`` capability, so the suite sees nothing but
+    the buffer manager. ``bug=None`` is the reference itself in that mode.
+    """
 
     def __init__(
         self,
@@ -307,11 +416,21 @@ class MutantImplementation(ReferenceImplementation):
         *,
         callback_hook: Callable[[Any, Any, Callable[..., Any], Any], Callable[..., Any]] | None = None,
         scan_patch: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+        mode: str = "suite",
+        introspection_only: bool = False,
     ) -> None:
         super().__init__()
-        self.name = f"mutant:{name}"
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r} is invalid: allowed {', '.join(MODES)}")
+        self.mode = mode
+        self.name = f"mutant:{name}" if mode == "suite" else f"mutant:{name}[{mode}]"
         self.bug = name
         self.__doc__ = doc
+        # The bug lives only in what the stream reports about itself (a statistic): the buffer
+        # manager cannot see it, so black-box mode is blind to it by construction.
+        self.introspection_only = introspection_only
+        if mode == "black-box":
+            self.capabilities = self.capabilities - {"introspection"}
         self._callback_hook = callback_hook
         self._scan_patch = scan_patch
         # (PostgreSQL 18's stream class, master's): the reference's, or the mutant's subclasses.
@@ -335,6 +454,10 @@ class MutantImplementation(ReferenceImplementation):
     ) -> Any:
         """``read_stream_begin_relation`` of the mutant (also every stream its scans begin)."""
         fork = reference_impl.ForkNumber.MAIN if fork is None else fork
+        if self.mode != "suite":
+            # The buffer manager's own use-after-free check (a freed ring asked for a buffer)
+            # is the last self-check of the model; an implementation under test has none.
+            backend.instance.debug = False
         if self._callback_hook is not None:
             callback = self._callback_hook(rel, fork, callback, private)
         return reference_impl._begin_stream_of(
@@ -349,6 +472,11 @@ class MutantImplementation(ReferenceImplementation):
             per_buffer_data=per_buffer_data,
             debug=False,
         )
+
+    def capabilities_for(self, settings: Any) -> frozenset[str]:
+        """The reference's capabilities under ``settings``, less ``introspection`` in black-box mode."""
+        caps = super().capabilities_for(settings)
+        return caps - {"introspection"} if self.mode == "black-box" else caps
 
     def run_scan(self, request: ScanRequest) -> ScanOutcome:
         """The reference's scan, with every stream it begins made by this mutant."""
@@ -383,9 +511,9 @@ def _with_mixin(mixin: type, base: type[_StreamT]) -> type[_StreamT]:
 
 def _mutant(
     name: str, doc: str, mixin: type | None = None, **kwargs: Any
-) -> Callable[[], MutantImplementation]:
-    def factory() -> MutantImplementation:
-        return MutantImplementation(name, doc, mixin, **kwargs)
+) -> Callable[..., MutantImplementation]:
+    def factory(mode: str = "suite") -> MutantImplementation:
+        return MutantImplementation(name, doc, mixin, mode=mode, **kwargs)
 
     factory.__name__ = name.replace("-", "_")
     factory.__doc__ = doc
@@ -393,7 +521,7 @@ def _mutant(
 
 
 # ------------------------------------------------------------------------------ the table
-MUTANTS: dict[str, Callable[[], MutantImplementation]] = {
+MUTANTS: dict[str, Callable[..., MutantImplementation]] = {
     "set-strategy-pin-limit-zero": _mutant(
         "set-strategy-pin-limit-zero",
         """``read_stream_set_strategy`` sets ``max_pinned_buffers = Min(queue_size - 1,
@@ -446,8 +574,9 @@ MUTANTS: dict[str, Callable[[], MutantImplementation]] = {
         (``distance_capacity``) in the middle of a scan, as v1 of the sample-scan patch did
         (review: "You change distance_capacity but we are still in the same scan ... no need to
         change it"). EXPLAIN would then report a capacity the scan did not have for most of its
-        life.""",
+        life. Only the stream's own statistics show it: black-box mode cannot.""",
         _CapacityUpdatedOnSetStrategy,
+        introspection_only=True,
     ),
     "block-range-reads-current-size": _mutant(
         "block-range-reads-current-size",
@@ -522,6 +651,49 @@ MUTANTS: dict[str, Callable[[], MutantImplementation]] = {
         settings, confirmed on PostgreSQL 18.6).""",
         _IgnoresAdditionalPinLimit,
     ),
+    "downgraded-read-not-finished": _mutant(
+        "downgraded-read-not-finished",
+        """After waiting for a read whose page failed verification but was let through
+        (``zero_damaged_pages`` zeroed it, ``ignore_checksum_failure`` accepted it as read), the
+        stream does not count the read as finished: ``ios_in_progress`` keeps one slot taken for
+        the rest of the stream. With ``effective_io_concurrency`` 1 the stream then starts no
+        read and ends early; with more, it never again reaches ``max_ios`` reads in flight
+        (issue 18: caught only by the model's own invariant checks before).""",
+        _DowngradedReadNotFinished,
+    ),
+    "effective-combine-limit-ignored": _mutant(
+        "effective-combine-limit-ignored",
+        """``read_stream_begin_impl`` sizes the stream from ``io_combine_limit`` instead of the
+        effective limit ``Min(io_combine_limit, io_max_combine_limit)``: PostgreSQL 18 lets a user
+        set ``io_combine_limit`` above ``io_max_combine_limit``, and then the queue,
+        ``max_pinned_buffers`` and the largest read the stream combines are too large
+        (issue 17: this passed the whole suite).""",
+        _EffectiveLimitIgnored,
+    ),
+    "system-sample-hash-order": _mutant(
+        "system-sample-hash-order",
+        """``TABLESAMPLE SYSTEM`` hashes its inputs in another order, ``[seed, block]`` instead of
+        ``system_nextsampleblock``'s ``[block, seed]``: the sample still has the requested size on
+        average and is still repeatable, but it is not PostgreSQL's block set for the
+        ``REPEATABLE`` seed (issue 17: only the model's own fidelity tests noticed). Scan level.""",
+        scan_patch=_system_hash_inputs_swapped,
+    ),
+    "vacuum-skip-threshold-exclusive": _mutant(
+        "vacuum-skip-threshold-exclusive",
+        """VACUUM skips a run of all-visible pages only when it is *more than*
+        ``SKIP_PAGES_THRESHOLD`` (32) pages long, where ``heap_vac_scan_next_block`` skips runs of
+        at least 32: a run of exactly 32 is read (issue 17: only the model's own fidelity tests
+        noticed). Scan level.""",
+        scan_patch=_vacuum_skips_only_longer_runs,
+    ),
+    "bulkread-ring-in-blocks-not-kb": _mutant(
+        "bulkread-ring-in-blocks-not-kb",
+        """``GetAccessStrategy(BAS_BULKREAD)`` caps the ring at ``Max(256, GetPinLimit())`` kB, the
+        pin limit taken as kilobytes instead of blocks of 8 kB: with the default pool a sequential
+        scan's ring is 32 buffers instead of 94 (issue 18: caught before only because pages
+        escaped the smaller ring). Scan level.""",
+        scan_patch=_bulkread_ring_in_blocks_not_kb,
+    ),
     "system-time-ignores-deadline": _mutant(
         "system-time-ignores-deadline",
         f"""``TABLESAMPLE SYSTEM_TIME`` keeps selecting blocks for {_SYSTEM_TIME_GRACE} more requests
@@ -532,6 +704,50 @@ MUTANTS: dict[str, Callable[[], MutantImplementation]] = {
         scan_patch=_system_time_late_deadline,
     ),
 }
+
+
+def reference_in_mode(mode: str) -> ReferenceImplementation:
+    """The reference in one of :data:`MODES` (``suite``: the plain reference, self-checks on)."""
+    if mode == "suite":
+        return ReferenceImplementation()
+    impl = MutantImplementation("reference", "The reference model itself.", mode=mode)
+    impl.name = f"reference[{mode}]"
+    return impl
+
+
+class _ModeTable:
+    """``SELF_CHECKS_OFF.<name>`` / ``BLACK_BOX.<name>``: factories of the reference or of a mutant
+    in that mode, so that ``--readstream-impl=pytest_readstream.mutants:BLACK_BOX.reference`` (or
+    ``...:SELF_CHECKS_OFF.unget-block-lost``) names one."""
+
+    def __init__(self, mode: str) -> None:
+        self._mode = mode
+
+    def __getattr__(self, name: str) -> Callable[[], ReferenceImplementation]:
+        mode = self._mode
+        if name == "reference":
+            return lambda: reference_in_mode(mode)
+        if name in MUTANTS:
+            factory = MUTANTS[name]
+            return lambda: factory(mode)
+        raise AttributeError(
+            f"{name!r} is neither 'reference' nor a mutant: allowed {', '.join(sorted(MUTANTS))}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<implementations in mode {self._mode}>"
+
+
+SELF_CHECKS_OFF = _ModeTable("self-checks-off")
+BLACK_BOX = _ModeTable("black-box")
+
+
+def impl_spec(name: str | None, mode: str) -> str:
+    """The ``--readstream-impl`` value of the reference (``name`` None) or a mutant in ``mode``."""
+    if mode == "suite":
+        return "reference" if name is None else f"mutant:{name}"
+    table = "SELF_CHECKS_OFF" if mode == "self-checks-off" else "BLACK_BOX"
+    return f"pytest_readstream.mutants:{table}.{'reference' if name is None else name}"
 
 
 def mutant_doc(name: str) -> str:
@@ -547,41 +763,67 @@ def run_kill_matrix(
     json_path: str | os.PathLike[str] | None = None,
     *,
     include_reference: bool = True,
+    modes: tuple[str, ...] = MODES,
     timeout_s: float = 900.0,
 ) -> dict[str, Any]:
     """Run the conformance suite against each mutant (and the reference); who killed whom.
 
-    Each implementation runs in its own ``python -m pytest --pyargs readstream_conformance``
-    subprocess with ``pytest_args`` appended (for instance ``["-n", "2", "-p", "hypothesis",
-    "--hypothesis-profile=ci"]``); the failing test ids are collected by the recorder plugin
-    ``readstream_conformance._killmatrix``. Returns (and writes to ``json_path`` when given)::
+    Each implementation runs, once per mode of ``modes`` (:data:`MODES`), in its own ``python -m
+    pytest --pyargs readstream_conformance`` subprocess with ``pytest_args`` appended (for instance
+    ``["-n", "2", "-p", "hypothesis", "--hypothesis-profile=ci"]``); the failing test ids are
+    collected by the recorder plugin ``readstream_conformance._killmatrix``. Returns (and writes to
+    ``json_path`` when given)::
 
-        {"schema": 1,
-         "reference": {"failed": [...], "exit_code": 0, "passed": n, ...},
-         "mutants": {name: {"doc": ..., "killed": bool, "killing_tests": [...], "exit_code": ...}},
+        {"schema": 2, "modes": [...],
+         "reference": {"failed": [...], "exit_code": 0, "passed": n, ...},   # first mode
+         "reference_modes": {mode: {...}},
+         "mutants": {name: {"doc": ..., "killed": bool, "killing_tests": [...], "exit_code": ...,
+                            "modes": {mode: {"killed": bool, "killing_tests": [...], ...}}}},
          "all_killed": bool, "reference_clean": bool}
+
+    ``killed`` and ``killing_tests`` of a mutant are those of the first mode; ``all_killed``
+    requires a kill in every mode, except black-box for a mutant whose bug only the stream's own
+    statistics show (``introspection_only``; its black-box entry has ``"blind": true``), and
+    ``reference_clean`` a clean reference in every mode. Outside
+    the ``suite`` mode a test that failed only by one of the model's own checks (an
+    ``InvariantViolation`` or ``ModelUsageError`` raised inside the model) is listed under
+    ``self_check_failures`` and is no kill: the suite did not see the bug.
     """
     names = sorted(MUTANTS) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in MUTANTS]
     if unknown:
         raise ValueError(f"unknown mutant(s) {', '.join(unknown)}: known {', '.join(sorted(MUTANTS))}")
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ValueError(f"mode(s) {', '.join(bad) or '(none)'} invalid: allowed {', '.join(MODES)}")
     args = list(pytest_args or [])
-    out: dict[str, Any] = {"schema": 1, "pytest_args": args, "mutants": {}}
+    out: dict[str, Any] = {"schema": 2, "pytest_args": args, "modes": list(modes), "mutants": {}}
     if include_reference:
-        out["reference"] = _run_suite("reference", args, timeout_s)
+        out["reference_modes"] = {m: _run_suite(impl_spec(None, m), args, timeout_s, m) for m in modes}
+        out["reference"] = out["reference_modes"][modes[0]]
     for name in names:
-        res = _run_suite(f"mutant:{name}", args, timeout_s)
-        out["mutants"][name] = {
-            "doc": mutant_doc(name),
-            "killed": bool(res["failed"]),
-            "killing_tests": res["failed"],
-            "exit_code": res["exit_code"],
-            "passed": res["passed"],
-            "skipped": res["skipped"],
-        }
-    out["all_killed"] = all(m["killed"] for m in out["mutants"].values())
-    out["reference_clean"] = (not include_reference) or (
-        not out["reference"]["failed"] and out["reference"]["exit_code"] == 0
+        per_mode: dict[str, Any] = {}
+        for mode in modes:
+            res = _run_suite(impl_spec(name, mode), args, timeout_s, mode)
+            per_mode[mode] = {
+                "killed": bool(res["failed"]),
+                "killing_tests": res["failed"],
+                "self_check_failures": res["self_check_failures"],
+                "exit_code": res["exit_code"],
+                "passed": res["passed"],
+                "skipped": res["skipped"],
+            }
+        first = per_mode[modes[0]]
+        if "black-box" in per_mode:
+            per_mode["black-box"]["blind"] = MUTANTS[name]().introspection_only
+        out["mutants"][name] = {"doc": mutant_doc(name), **first, "modes": per_mode}
+    # A mutant visible only through the stream's own statistics counts as expected in black-box.
+    out["all_killed"] = all(
+        all(r["killed"] or r.get("blind", False) for r in m["modes"].values())
+        for m in out["mutants"].values()
+    )
+    out["reference_clean"] = (not include_reference) or all(
+        not r["failed"] and r["exit_code"] == 0 for r in out["reference_modes"].values()
     )
     if json_path is not None:
         path = Path(json_path)
@@ -591,7 +833,7 @@ def run_kill_matrix(
     return out
 
 
-def _run_suite(impl: str, args: list[str], timeout_s: float) -> dict[str, Any]:
+def _run_suite(impl: str, args: list[str], timeout_s: float, mode: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="readstream-kill-") as tmp:
         record = Path(tmp) / "outcomes.json"
         cmd = [
@@ -614,10 +856,15 @@ def _run_suite(impl: str, args: list[str], timeout_s: float) -> dict[str, Any]:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
         outcomes: dict[str, str] = json.loads(record.read_text()) if record.exists() else {}
     failed = sorted(k for k, v in outcomes.items() if v == "failed")
+    self_checks = sorted(k for k, v in outcomes.items() if v == "self-check")
+    if mode == "suite":
+        # As the suite runs today: a failure is a failure, whoever raised it.
+        failed = sorted(failed + self_checks)
     result = {
         "implementation": impl,
         "exit_code": proc.returncode,
         "failed": failed,
+        "self_check_failures": self_checks,
         "passed": sum(1 for v in outcomes.values() if v == "passed"),
         "skipped": sum(1 for v in outcomes.values() if v == "skipped"),
     }
@@ -630,31 +877,68 @@ def _run_suite(impl: str, args: list[str], timeout_s: float) -> dict[str, Any]:
 def format_kill_matrix(result: dict[str, Any], *, examples: int = 3) -> str:
     """The kill matrix of :func:`run_kill_matrix` as a text table (what ``readstream mutants`` prints).
 
-    One line per mutant: killed or SURVIVED, how many tests killed it, and the first
-    ``examples`` of them (test functions, parameters folded); then the reference's line.
+    One line per mutant: killed or SURVIVED in each mode (how many tests failed), and the first
+    ``examples`` killing tests of the first mode (test functions, parameters folded); then the
+    reference's line. A result without modes (schema 1) is shown as one ``suite`` column; ``blind``
+    marks a black-box cell of a mutant only introspection can see.
     """
+    modes: list[str] = list(result.get("modes") or ["suite"])
     rows = []
-    width = max((len(n) for n in result["mutants"]), default=7)
+    width = max((len(n) for n in result["mutants"]), default=9)
+    width = max(width, 9)
+    cols = [max(len(m), 13) for m in modes]
     for name, m in sorted(result["mutants"].items()):
+        per_mode = m.get("modes") or {modes[0]: m}
+        cells = []
+        for mode, w in zip(modes, cols, strict=True):
+            r = per_mode.get(mode)
+            if r is None:
+                cell = "-"
+            elif not r["killed"] and r.get("blind"):
+                cell = "blind"  # visible only through introspection: not a survival
+            else:
+                cell = f"{'killed' if r['killed'] else 'SURVIVED'} {len(r['killing_tests'])}"
+            cells.append(f"{cell:<{w}}")
         funcs: dict[str, int] = {}
         for test in m["killing_tests"]:
             base = test.split("[", 1)[0]
             funcs[base] = funcs.get(base, 0) + 1
         shown = ", ".join(f"{f} ({n})" if n > 1 else f for f, n in list(funcs.items())[:examples])
         more = f", +{len(funcs) - examples} more" if len(funcs) > examples else ""
-        status = "killed  " if m["killed"] else "SURVIVED"
-        rows.append(f"{name:<{width}}  {status}  {len(m['killing_tests']):>4}  {shown}{more}")
-    header = f"{'mutant':<{width}}  {'status':<8}  {'kill':>4}  killing tests (test function, parameter sets)"
+        rows.append(f"{name:<{width}}  {'  '.join(cells)}  {shown}{more}")
+    heads = "  ".join(f"{mode:<{w}}" for mode, w in zip(modes, cols, strict=True))
+    header = f"{'mutant':<{width}}  {heads}  killing tests in {modes[0]} (test function, parameter sets)"
     lines = [header, "-" * len(header), *rows]
-    ref = result.get("reference")
-    if ref is not None:
-        failed = ref["failed"]
+    refs = result.get("reference_modes") or (
+        {modes[0]: result["reference"]} if result.get("reference") is not None else {}
+    )
+    if refs:
         lines.append("-" * len(header))
-        lines.append(
-            f"{'reference':<{width}}  {'clean' if not failed and ref['exit_code'] == 0 else 'FAILED':<8}  "
-            f"{len(failed):>4}  {', '.join(failed[:examples])}"
-            + (f" (passed {ref['passed']}, skipped {ref['skipped']})" if not failed else "")
+        cells = []
+        notes = []
+        for mode, w in zip(modes, cols, strict=True):
+            ref = refs.get(mode)
+            if ref is None:
+                cells.append(f"{'-':<{w}}")
+                continue
+            clean = not ref["failed"] and ref["exit_code"] == 0
+            cells.append(f"{('clean' if clean else 'FAILED') + ' ' + str(len(ref['failed'])):<{w}}")
+            if clean:
+                notes.append(f"{mode}: passed {ref['passed']}, skipped {ref['skipped']}")
+            else:
+                notes.append(f"{mode}: {', '.join(ref['failed'][:examples])}")
+        lines.append(f"{'reference':<{width}}  {'  '.join(cells)}  {'; '.join(notes)}")
+    for mode in modes:
+        killed = sum(
+            1
+            for m in result["mutants"].values()
+            if (m.get("modes") or {modes[0]: m}).get(mode, {}).get("killed")
         )
-    killed = sum(1 for m in result["mutants"].values() if m["killed"])
-    lines.append(f"{killed} of {len(result['mutants'])} mutants killed")
+        blind = sum(
+            1
+            for m in result["mutants"].values()
+            if (m.get("modes") or {}).get(mode, {}).get("blind") and not m["modes"][mode]["killed"]
+        )
+        note = f" ({blind} visible only through introspection)" if blind else ""
+        lines.append(f"{mode}: {killed} of {len(result['mutants'])} mutants killed{note}")
     return "\n".join(lines)

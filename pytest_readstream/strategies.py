@@ -42,6 +42,7 @@ __all__ = [
     "segment_boundary_blocks",
     "block_sequences",
     "settings",
+    "all_settings",
     "tiny_pool_settings",
     "device_profiles",
     "relation_specs",
@@ -214,12 +215,78 @@ def tiny_pool_settings(*, pin_limit: int | None = None, versions: tuple[str, ...
             shared_buffers=shared_buffers,
             max_connections=max_connections,
             io_method=draw(st.sampled_from(("sync", "worker"))),
-            io_combine_limit=draw(st.integers(1, 16)),
-            io_max_combine_limit=16,
+            # Drawn apart: io_combine_limit above io_max_combine_limit is a valid setting.
+            io_combine_limit=draw(st.integers(1, 128)),
+            io_max_combine_limit=draw(st.sampled_from((1, 4, 16, 128, draw(st.integers(1, 128))))),
             effective_io_concurrency=draw(st.integers(0, 16)),
         )
 
     return tiny()
+
+
+def _guc_integers(name: str, *, high: int | None = None) -> Any:
+    """A GUC's whole range (``GUC_RANGES``, PostgreSQL 18's GUC table), its ends and small values
+    weighted up: ranges run to millions, and the interesting values sit at the ends."""
+    from reference_impl.settings import GUC_RANGES
+
+    lo, hi = (int(v) for v in GUC_RANGES[name][:2])
+    if high is not None:
+        hi = min(hi, high)
+    return st.one_of(
+        st.sampled_from(sorted({lo, min(lo + 1, hi), hi})),
+        st.integers(lo, min(hi, lo + 64)),
+        st.integers(lo, hi),
+    )
+
+
+def all_settings(
+    *, versions: tuple[str, ...] = ("18", "master"), max_shared_buffers: int | None = None
+) -> Any:
+    """``Settings`` over PostgreSQL's whole space: every GUC the model has, over its whole range
+    (``reference_impl.settings.GUC_RANGES``), with the relations between related GUCs kept.
+
+    The relations: ``io_combine_limit`` and ``io_max_combine_limit`` are drawn independently (the
+    first may exceed the second; the server then uses the smaller); ``max_connections +
+    autovacuum_worker_slots + max_worker_processes + max_wal_senders`` stays within
+    ``MaxBackends``' 262143; ``vacuum_buffer_usage_limit`` is 0 or 128 kB .. 16 GB. These are
+    settings objects only: a pool of a billion buffers is never built from them (pass
+    ``max_shared_buffers`` to draw pools a test can afford to simulate).
+    """
+    from reference_impl import Settings
+
+    @st.composite
+    def whole(draw: Any) -> Any:
+        # MaxBackends = their sum + 2 special workers must stay at most 262143.
+        backends = {}
+        budget = 262141
+        for name, keep in (
+            ("max_connections", 1),
+            ("autovacuum_worker_slots", 0),
+            ("max_worker_processes", 0),
+            ("max_wal_senders", 0),
+        ):
+            value = draw(_guc_integers(name, high=budget - keep))
+            backends[name] = value
+            budget -= value
+        vbul = draw(st.one_of(st.just(0), st.integers(128, 16777216), st.sampled_from((128, 256, 2048))))
+        return Settings(
+            version=draw(st.sampled_from(versions)),
+            shared_buffers=draw(_guc_integers("shared_buffers", high=max_shared_buffers)),
+            io_combine_limit=draw(_guc_integers("io_combine_limit")),
+            io_max_combine_limit=draw(_guc_integers("io_max_combine_limit")),
+            effective_io_concurrency=draw(_guc_integers("effective_io_concurrency")),
+            maintenance_io_concurrency=draw(_guc_integers("maintenance_io_concurrency")),
+            io_method=draw(st.sampled_from(("sync", "worker", "io_uring"))),
+            io_workers=draw(_guc_integers("io_workers")),
+            debug_io_direct=draw(st.sampled_from(("", "data"))),
+            vacuum_buffer_usage_limit=vbul,
+            synchronize_seqscans=draw(st.booleans()),
+            zero_damaged_pages=draw(st.booleans()),
+            ignore_checksum_failure=draw(st.booleans()),
+            **backends,
+        )
+
+    return whole()
 
 
 def settings(

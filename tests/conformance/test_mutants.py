@@ -2,25 +2,34 @@
 
 ``test_mutant_is_killed`` runs, per mutant, the conformance test known to kill it (``KILLERS``)
 with ``pytester`` (``pytest --pyargs readstream_conformance.<module> --readstream-impl=mutant:...``)
-and requires a failure; ``test_reference_passes_every_killer`` runs the union of those tests
-against the reference and requires none. The full kill matrix (every mutant against the whole
-suite, ``-n 2``, the ``ci`` hypothesis profile) is ``readstream mutants``; it runs here only with
-``-m slow``.
+and requires a failure, both as ``--readstream-impl=mutant:<name>`` runs and with every self-check
+of the model off, where only a failure the suite itself raised counts (the kill matrix's recorder
+tells the two apart); ``test_reference_passes_every_killer`` runs the union of those tests
+against the reference in every mode and requires none; ``test_reference_passes_the_whole_suite``
+runs the whole suite against the reference with its self-checks off and black-box. The full kill
+matrix (every mutant against the whole suite in every mode, ``-n 2``, the ``ci`` hypothesis
+profile) is ``readstream mutants``; it runs here only with ``-m slow``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+import readstream_conformance._killmatrix as killmatrix
 
+from pytest_readstream.implementations import load_implementation
 from pytest_readstream.mutants import (
+    MODES,
     MUTANTS,
     MutantImplementation,
     format_kill_matrix,
+    impl_spec,
     mutant_doc,
+    reference_in_mode,
     run_kill_matrix,
 )
 from pytest_readstream.protocol import check_implementation
@@ -43,6 +52,11 @@ KILLERS: dict[str, str] = {
     "fast-path-not-left-after-miss": "test_adaptivity::test_fast_path_is_left_after_a_miss",
     "ignores-additional-pin-limit": "test_pins::test_reads_respect_the_backends_additional_pin_limit",
     "system-time-ignores-deadline": "test_scans::test_system_time_overshoot_bounded_by_lookahead_window",
+    "downgraded-read-not-finished": "test_faults::test_downgraded_page_error_finishes_its_read",
+    "effective-combine-limit-ignored": "test_pins::test_limits_follow_the_effective_io_combine_limit",
+    "system-sample-hash-order": "test_scan_facts::test_system_repeatable_samples_postgresqls_block_set",
+    "vacuum-skip-threshold-exclusive": "test_scan_facts::test_vacuum_skips_runs_of_at_least_32_all_visible_pages",
+    "bulkread-ring-in-blocks-not-kb": "test_scan_facts::test_bulkread_ring_has_getaccessstrategys_size",
 }
 """Mutant -> ``module::test`` of the conformance suite expected to kill it: the quickest killer.
 docs/conformance.md lists every killing test of the full matrix."""
@@ -91,15 +105,37 @@ def test_run_kill_matrix_rejects_unknown_mutants(tmp_path: Path) -> None:
         run_kill_matrix(["no-such-bug"], [], tmp_path / "m.json")
 
 
+def _recorded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, impl: str, killers: list[str], *extra: str
+) -> tuple[pytest.RunResult, dict[str, str]]:
+    """Run killers with the kill matrix's recorder; the run and its per-test outcomes."""
+    out = pytester.path / "outcomes.json"
+    monkeypatch.setenv("READSTREAM_KILLMATRIX_OUT", str(out))
+    killmatrix._outcomes.clear()
+    result = _run_conformance(pytester, impl, killers, "-p", "readstream_conformance._killmatrix", *extra)
+    outcomes: dict[str, str] = json.loads(out.read_text()) if out.exists() else {}
+    return result, outcomes
+
+
+@pytest.mark.parametrize("mode", ["suite", "self-checks-off"])
 @pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_mutant_is_killed(name: str, pytester: pytest.Pytester) -> None:
-    result = _run_conformance(pytester, f"mutant:{name}", [KILLERS[name]], "-x")
-    outcomes = result.parseoutcomes()
-    assert result.ret == 1 and outcomes.get("failed", 0) >= 1, f"mutant {name} survived {KILLERS[name]}"
+def test_mutant_is_killed(
+    name: str, mode: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result, outcomes = _recorded(pytester, monkeypatch, impl_spec(name, mode), [KILLERS[name]], "-x")
+    assert result.ret == 1 and result.parseoutcomes().get("failed", 0) >= 1, (
+        f"mutant {name} survived {KILLERS[name]} ({mode})"
+    )
+    if mode != "suite":
+        # With the model's self-checks off, the kill must be the suite's own.
+        assert "failed" in outcomes.values(), (
+            f"mutant {name} was caught only by the model's self-checks: {outcomes}"
+        )
 
 
-def test_reference_passes_every_killer(pytester: pytest.Pytester) -> None:
-    result = _run_conformance(pytester, "reference", sorted(set(KILLERS.values())))
+@pytest.mark.parametrize("mode", MODES)
+def test_reference_passes_every_killer(mode: str, pytester: pytest.Pytester) -> None:
+    result = _run_conformance(pytester, impl_spec(None, mode), sorted(set(KILLERS.values())))
     outcomes = result.parseoutcomes()
     assert result.ret == 0 and not outcomes.get("failed"), result.stdout.str()[-3000:]
     assert outcomes.get("passed", 0) >= len(set(KILLERS.values()))
@@ -131,4 +167,113 @@ def test_format_kill_matrix_shows_survivors_and_the_reference() -> None:
     assert "a-bug" in text and "test_x.py::test_one (2)" in text
     assert "SURVIVED" in text
     assert "reference" in text and "clean" in text
-    assert text.splitlines()[-1] == "1 of 2 mutants killed"
+    assert text.splitlines()[-1] == "suite: 1 of 2 mutants killed"
+
+
+def test_format_kill_matrix_has_a_column_per_mode() -> None:
+    def cell(killed: bool) -> dict[str, Any]:
+        return {"killed": killed, "killing_tests": ["test_x.py::test_one[p1]"] if killed else []}
+
+    result = {
+        "modes": list(MODES),
+        "mutants": {
+            "a-bug": {
+                **cell(True),
+                "modes": {"suite": cell(True), "self-checks-off": cell(False), "black-box": cell(False)},
+            },
+        },
+        "reference_modes": {m: {"failed": [], "exit_code": 0, "passed": 10, "skipped": 0} for m in MODES},
+    }
+    text = format_kill_matrix(result)
+    header = text.splitlines()[0]
+    assert all(m in header for m in MODES)
+    row = next(line for line in text.splitlines() if line.startswith("a-bug"))
+    assert row.count("killed") == 1 and row.count("SURVIVED") == 2
+    assert text.splitlines()[-3:] == [
+        "suite: 1 of 1 mutants killed",
+        "self-checks-off: 0 of 1 mutants killed",
+        "black-box: 0 of 1 mutants killed",
+    ]
+
+
+@pytest.mark.parametrize("mode", ["self-checks-off", "black-box"])
+def test_reference_passes_the_whole_suite(mode: str, pytester: pytest.Pytester) -> None:
+    """The whole conformance suite against the reference with its self-checks off (and black-box,
+    without ``introspection``): nothing may lean on the model's own checks to pass."""
+    result = pytester.runpytest_inprocess(
+        "--pyargs",
+        "readstream_conformance",
+        f"--readstream-impl={impl_spec(None, mode)}",
+        "--readstream-seed=1",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "hypothesis",
+        "--hypothesis-profile=ci",
+        "-q",
+    )
+    outcomes = result.parseoutcomes()
+    assert result.ret == 0 and not outcomes.get("failed") and not outcomes.get("errors"), result.stdout.str()[
+        -3000:
+    ]
+    assert outcomes.get("passed", 0) >= 400
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_modes_are_loadable_by_name(mode: str) -> None:
+    ref = load_implementation(impl_spec(None, mode))
+    assert ("introspection" in ref.capabilities) is (mode != "black-box")
+    assert type(ref) is type(reference_in_mode(mode))
+    mutant = load_implementation(impl_spec("unget-block-lost", mode))
+    assert isinstance(mutant, MutantImplementation) and mutant.mode == mode
+    assert ("introspection" in mutant.capabilities_for(None)) is (mode != "black-box")
+
+
+def test_self_checks_off_turns_off_the_buffer_managers_check(readstream_instance: Any) -> None:
+    impl = reference_in_mode("self-checks-off")
+    rel = readstream_instance.create_relation("t", 4)
+    be = readstream_instance.backend("b")
+    stream = impl.begin_stream(be, rel, lambda s, p: 0xFFFFFFFF)
+    assert readstream_instance.debug is False and stream.debug is False
+    stream.end()
+
+
+def test_recorder_tells_self_checks_from_the_suites_failures() -> None:
+    class _Crash:
+        def __init__(self, message: str) -> None:
+            self.message = message
+
+    class _Repr:
+        def __init__(self, message: str) -> None:
+            self.reprcrash = _Crash(message)
+
+    def report(message: str) -> Any:
+        return type("R", (), {"longrepr": _Repr(message)})()
+
+    assert killmatrix._is_self_check(report("reference_impl.errors.InvariantViolation: reset left ios=1"))
+    assert killmatrix._is_self_check(report("reference_impl.errors.ModelUsageError: freed"))
+    assert not killmatrix._is_self_check(report("conformance._harness.ConformanceViolation: pins"))
+    assert not killmatrix._is_self_check(report("AssertionError: assert 7 == 8"))
+    assert os.environ.get("READSTREAM_KILLMATRIX_OUT") is None
+
+
+def test_only_the_capacity_mutant_is_blind_in_black_box() -> None:
+    """A mutant is exempt from the black-box column only when its bug lives in the stream's own
+    statistics; the table shows it as blind, not survived."""
+    blind = sorted(n for n, f in MUTANTS.items() if f().introspection_only)
+    assert blind == ["capacity-updated-on-set-strategy"]
+    cell = {"killed": False, "killing_tests": [], "blind": True}
+    result = {
+        "modes": list(MODES),
+        "mutants": {
+            "c-bug": {
+                "killed": True,
+                "killing_tests": ["t.py::t"],
+                "modes": {"suite": {"killed": True, "killing_tests": ["t.py::t"]}, "black-box": cell},
+            }
+        },
+    }
+    text = format_kill_matrix(result)
+    row = next(line for line in text.splitlines() if line.startswith("c-bug"))
+    assert "blind" in row and "SURVIVED" not in row
+    assert text.splitlines()[-1] == "black-box: 0 of 1 mutants killed (1 visible only through introspection)"
