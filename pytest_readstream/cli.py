@@ -9,6 +9,9 @@ Subcommands::
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
     readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH]
     readstream oracle   [--pg-dsn URI] [--pg-bindir DIR] [--json PATH] [--only SUBSTRING]
+    readstream compare  --base BINDIR --patch BINDIR [--base-source DIR] [--patch-source DIR]
+                        [--base-mutant NAME] [--patch-mutant NAME] [--scan NAME ...] [--repeat N]
+                        [--json PATH]
     readstream scans    (list every scan and its parameters)
     readstream devices  (list device profiles)
 
@@ -321,6 +324,70 @@ def _cmd_oracle(argv: Sequence[str]) -> int:
     return 0 if all(s.get("agree") or s.get("explained") for s in result.get("scenarios", [])) else 1
 
 
+def _cmd_compare(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="readstream compare",
+        description=(
+            "The same scenarios (relation, settings, cold cache) on two PostgreSQL builds, side by side. "
+            "Exit status 0: they agree; 1: some scenario differs."
+        ),
+    )
+    p.add_argument(
+        "--base", required=True, metavar="BINDIR", help="the unpatched build's bin/ ('embedded': the wheel's)"
+    )
+    p.add_argument(
+        "--patch", required=True, metavar="BINDIR", help="the patched build's bin/ ('embedded': the wheel's)"
+    )
+    p.add_argument(
+        "--base-source", metavar="DIR", help="the base build's source tree: adds the traced stream scenarios"
+    )
+    p.add_argument("--patch-source", metavar="DIR", help="the patched build's source tree")
+    p.add_argument(
+        "--base-mutant", metavar="NAME", help="build the base side's traced copy with this C mutant"
+    )
+    p.add_argument(
+        "--patch-mutant", metavar="NAME", help="build the patch side's traced copy with this C mutant"
+    )
+    p.add_argument(
+        "--scan", action="append", default=[], metavar="NAME", help="only this scenario (repeatable)"
+    )
+    p.add_argument(
+        "--repeat", type=positive_int, default=3, help="runs per scenario and side (median time; default 3)"
+    )
+    p.add_argument("--json", help="write the comparison to this path")
+    args = p.parse_args(argv)
+    _check_outputs(args)
+    try:
+        from .postgres import PgHarnessError
+        from .postgres.compare import format_comparison, make_side, run_compare, scenario_list
+        from .postgres.traced_copy import MUTANTS
+    except ImportError as exc:
+        raise CliError(
+            f"compare needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
+        ) from None
+    for option, name in (("--base-mutant", args.base_mutant), ("--patch-mutant", args.patch_mutant)):
+        if name is not None and name not in MUTANTS:
+            raise CliError(f"{option} {name!r} is not a C mutant: allowed {', '.join(MUTANTS)}")
+    try:
+        scenarios = scenario_list(args.scan)
+    except KeyError as exc:
+        raise CliError(str(exc.args[0])) from None
+    try:
+        base = make_side("base", args.base, args.base_source, args.base_mutant)
+        patch = make_side("patch", args.patch, args.patch_source, args.patch_mutant)
+    except PgHarnessError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    try:
+        result = run_compare(
+            base, patch, scenarios, repeat=args.repeat, progress=lambda m: print(m, file=sys.stderr)
+        )
+    except PgHarnessError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    print(format_comparison(result))
+    _write_json(args.json, result)
+    return 0 if result["same"] else 1
+
+
 def _cmd_scans(argv: Sequence[str]) -> int:
     argparse.ArgumentParser(prog="readstream scans", description="List the scans of the model.").parse_args(
         argv
@@ -356,6 +423,7 @@ COMMANDS = {
     "trace": _cmd_trace,
     "bench": _cmd_bench,
     "oracle": _cmd_oracle,
+    "compare": _cmd_compare,
     "scans": _cmd_scans,
     "devices": _cmd_devices,
 }
