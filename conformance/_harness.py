@@ -47,6 +47,8 @@ from reference_impl import (
 )
 from reference_impl.buffers.strategy import BufferAccessStrategyType, get_access_strategy_with_size
 
+from ._observation import ModelObservation, StreamObservation, observation_for
+
 __all__ = [
     "ConformanceViolation",
     "StartEvent",
@@ -180,18 +182,50 @@ class BufferManagerObserver:
         self.backend = backend
         self.rel = rel
         self.fork = fork
-        self.starts: list[StartEvent] = []
-        self.waits: list[WaitEvent] = []
-        self.outstanding: dict[int, StartEvent] = {}
-        self.max_outstanding = 0
+        self._starts: list[StartEvent] = []
+        self._waits: list[WaitEvent] = []
+        self._outstanding: dict[int, StartEvent] = {}
+        self._max_outstanding = 0
         self.max_ios: int | None = None
         self.violations: list[str] = []
         self.call = 0
+        # Why the starts and waits of the stream cannot be seen (its observation source says so).
+        self.blind: str | None = None
         self._ignore = 0
         self._orig_start = backend.start_read_buffers
         self._orig_wait = backend.wait_read_buffers
         backend.start_read_buffers = self._start  # type: ignore[method-assign]
         backend.wait_read_buffers = self._wait  # type: ignore[method-assign]
+
+    def _seen(self) -> None:
+        if self.blind is not None:
+            import pytest
+
+            pytest.skip(f"this test needs every read the stream started and waited for: {self.blind}")
+
+    @property
+    def starts(self) -> list[StartEvent]:
+        """Every ``StartReadBuffers`` of the stream (skips the test where they cannot be seen)."""
+        self._seen()
+        return self._starts
+
+    @property
+    def waits(self) -> list[WaitEvent]:
+        """Every ``WaitReadBuffers`` of the stream (skips the test where they cannot be seen)."""
+        self._seen()
+        return self._waits
+
+    @property
+    def outstanding(self) -> dict[int, StartEvent]:
+        """Reads started and not yet waited for, by operation."""
+        self._seen()
+        return self._outstanding
+
+    @property
+    def max_outstanding(self) -> int:
+        """The most reads in flight at once so far."""
+        self._seen()
+        return self._max_outstanding
 
     def uninstall(self) -> None:
         """Give the backend its own methods back."""
@@ -225,8 +259,15 @@ class BufferManagerObserver:
             for i in range(nblocks):
                 if index + i < len(buffers) and buffers[index + i] != INVALID_BUFFER:
                     forwarded += 1
-        if id(op) in self.outstanding:
-            prev = self.outstanding[id(op)]
+        t = be.clock.now
+        self._before_start(id(op), blocknum, nblocks, additional, forwarded)
+        accepted, need_wait = self._orig_start(op, buffers, index, blocknum, nblocks, flags, **kwargs)
+        self.record_start(id(op), op, blocknum, nblocks, accepted, need_wait, additional, forwarded, t)
+        return accepted, need_wait
+
+    def _before_start(self, key: int, blocknum: int, nblocks: int, additional: int, forwarded: int) -> None:
+        if key in self._outstanding:
+            prev = self._outstanding[key]
             self.violations.append(
                 f"the read operation of blocks {prev.blocknum}..{prev.blocknum + prev.accepted - 1} was "
                 f"reused to start blocks {blocknum}.. before anybody waited for it"
@@ -238,8 +279,28 @@ class BufferManagerObserver:
                 f"GetAdditionalPinLimit() was {additional} and {forwarded} forwarded buffer(s) were "
                 f"in the request: at most {budget} were allowed (read_stream_start_pending_read)"
             )
-        t = be.clock.now
-        accepted, need_wait = self._orig_start(op, buffers, index, blocknum, nblocks, flags, **kwargs)
+
+    def record_start(
+        self,
+        key: int,
+        op: Any,
+        blocknum: int,
+        nblocks: int,
+        accepted: int,
+        need_wait: bool,
+        additional: int,
+        forwarded: int,
+        at_us: int,
+        *,
+        check: bool = False,
+    ) -> None:
+        """A ``StartReadBuffers`` of the stream (``key`` names its operation until it is waited for).
+
+        The model's calls come through :meth:`_start`; a stream running elsewhere reports its
+        calls here (``check``: also check the request against the pin budget and the operation).
+        """
+        if check:
+            self._before_start(key, blocknum, nblocks, additional, forwarded)
         ev = StartEvent(
             op,
             self.rel.name,
@@ -250,32 +311,35 @@ class BufferManagerObserver:
             need_wait,
             additional,
             forwarded,
-            t,
+            at_us,
             self.call,
         )
-        self.starts.append(ev)
+        self._starts.append(ev)
         if need_wait:
-            self.outstanding[id(op)] = ev
-            n = len(self.outstanding)
-            if n > self.max_outstanding:
-                self.max_outstanding = n
+            self._outstanding[key] = ev
+            n = len(self._outstanding)
+            if n > self._max_outstanding:
+                self._max_outstanding = n
             if self.max_ios is not None and n > self.max_ios:
                 self.violations.append(
                     f"{n} reads were started and not yet waited for (blocks "
-                    + ", ".join(f"{e.blocknum}+{e.accepted}" for e in self.outstanding.values())
+                    + ", ".join(f"{e.blocknum}+{e.accepted}" for e in self._outstanding.values())
                     + f"), above max_ios = {self.max_ios}"
                 )
-        return accepted, need_wait
 
-    def _wait(self, op: Any) -> bool:
-        if not self._mine(op):
-            return self._orig_wait(op)
-        ev = self.outstanding.pop(id(op), None)
+    def record_wait(self, key: int, at_us: int) -> None:
+        """A ``WaitReadBuffers`` of the stream for the operation ``key``."""
+        ev = self._outstanding.pop(key, None)
         if ev is None:
             self.violations.append("WaitReadBuffers was called for a read that was not started (or twice)")
         else:
             ev.waited = True
-        self.waits.append(WaitEvent(ev, self.call, self.backend.clock.now))
+        self._waits.append(WaitEvent(ev, self.call, at_us))
+
+    def _wait(self, op: Any) -> bool:
+        if not self._mine(op):
+            return self._orig_wait(op)
+        self.record_wait(id(op), self.backend.clock.now)
         return self._orig_wait(op)
 
 
@@ -413,29 +477,34 @@ class StreamDriver:
         self.max_stream_pins = 0
         self.last_error: PgError | None = None
         self.error_call: int | None = None
-        log = backend.stats.read_log
-        if log is None:
-            raise ConformanceViolation(
-                "the harness needs a backend that records its reads (record_reads=True)"
-            )
-        self._log = log
-        self._log_seen = len(log)
-        self.reads: list[Any] = []
+        self._reads: list[Any] = []
         self.eviction_possible = (
             eviction_possible
             if eviction_possible is not None
             else (strategy is not None or rel.nblocks(fork) + 8 > self.settings.nbuffers)
         )
-        self.read_counts: Counter[int] = Counter()
+        self._read_counts: Counter[int] = Counter()
         self._ledger_used: set[int] = set()
-        self._other: reference_impl.Backend | None = None
         self.observer = BufferManagerObserver(backend, rel, fork)
         self.observer.max_ios = self.max_ios
         self._reads_context = io_context(strategy)
         self.begin = begin
+        # The model's reads before the stream are not the stream's.
+        model_log = ModelObservation(instance, backend).read_log()
+        log_mark = len(model_log)
         self.stream = begin(
             rel, source, private, fork=fork, flags=flags, strategy=strategy, per_buffer_data=per_buffer_data
         )
+        # Pins, pages and reads are watched where the stream does its buffer work.
+        self.obs: StreamObservation = observation_for(self.stream, instance, backend)
+        self.obs.bind(self.observer)
+        self.observer.blind = self.obs.blind_to_reads
+        translate = getattr(self.obs, "consumer_buffers", None)
+        if translate is not None:
+            # Buffers the consumer pinned before the stream, as the stream's buffer manager numbers them.
+            self.held = translate(self.held)
+        self._log = self.obs.read_log()
+        self._log_seen = log_mark if self._log is model_log else 0
         self._step("stream = begin", "the stream is begun")
         self.check()
 
@@ -455,11 +524,23 @@ class StreamDriver:
     @property
     def stream_pins(self) -> int:
         """Pins the backend holds that are not the consumer's: the stream's."""
-        total = sum(self.backend.pinned_buffers().values())
+        total = sum(self.obs.pinned_buffers().values())
         return total - sum(self.held.values())
 
+    @property
+    def reads(self) -> list[Any]:
+        """The stream's reads so far (skips the test where its observation cannot see them)."""
+        self.observer._seen()
+        return self._reads
+
+    @property
+    def read_counts(self) -> Counter[int]:
+        """How often each block was read (skips the test where the reads cannot be seen)."""
+        self.observer._seen()
+        return self._read_counts
+
     def _buffer_name(self, buf: int) -> str:
-        return f"buffer {buf} (block {self.backend.buffer_block(buf)})"
+        return f"buffer {buf} (block {self.obs.buffer_tag(buf)[2]})"
 
     # ---------------------------------------------------------------- consumer calls
     def next(self, keep: bool = False) -> int:
@@ -469,7 +550,7 @@ class StreamDriver:
         self.observer.call += 1
         call = self.observer.call
         head = self.source.queue[0][0] if self.source.queue else None
-        waits_before = len(self.observer.waits)
+        waits_before = len(self.observer._waits)
         code = "d.next(keep=True)" if keep else "d.next()"
         try:
             if self.per_buffer_data:
@@ -481,21 +562,21 @@ class StreamDriver:
             self.error_call = call
             self._step(code, f"raised {type(err).__name__} while block {head} was due")
             raise
-        waits = self.observer.waits[waits_before:]
+        waits = self.observer._waits[waits_before:]
         if buf == INVALID_BUFFER:
             self._step(code, "end of stream")
             self._check_end_of_stream()
             self.idle = True
         else:
             self.idle = False
-            block = self.backend.buffer_block(buf)
+            block = self.obs.buffer_tag(buf)[2]
             self._step(code, f"block {block} returned" + (", the consumer keeps its pin" if keep else ""))
             self._check_returned(buf, data, waits)
             self.returned.append(block)
             if keep:
                 self.held[buf] += 1
             else:
-                self.backend.release_buffer(buf)
+                self.obs.release_buffer(buf)
         self.check()
         return buf
 
@@ -508,7 +589,7 @@ class StreamDriver:
         self.held[buf] -= 1
         if not self.held[buf]:
             del self.held[buf]
-        self.backend.release_buffer(buf)
+        self.obs.release_buffer(buf)
         self._step(f"d.release_held({index})", f"the consumer releases {self._buffer_name(buf)}")
         self.check()
 
@@ -532,17 +613,17 @@ class StreamDriver:
     def abort(self) -> None:
         """Transaction abort (``Backend.abort``): the resource owner drops every pin; no end()."""
         self._step("d.abort()", "the transaction aborts (pins dropped by the resource owner)")
-        self.backend.abort()
+        self.obs.abort()
         self.held.clear()
         self.ended = True
         self.source.queue.clear()
-        pins = sum(self.backend.pinned_buffers().values())
+        pins = sum(self.obs.pinned_buffers().values())
         if pins:
             self.fail(f"{pins} pin(s) survived the transaction abort")
 
     def _drain_call(self, what: str, fn: Callable[[], None]) -> None:
         self._absorb_reads()
-        mark = len(self.reads)
+        mark = len(self._reads)
         produced_before = set(self.source.produced_set)
         self.source.forbidden = f"during {what}()"
         self.observer.call += 1
@@ -556,7 +637,7 @@ class StreamDriver:
             self.source.forbidden = None
             self.source.queue.clear()
         self._absorb_reads()
-        for rec in self.reads[mark:]:
+        for rec in self._reads[mark:]:
             for b in range(rec.start, rec.start + rec.nblocks):
                 if b not in produced_before:
                     self.fail(f"{what}() read block {b}, which the callback had not produced before {what}()")
@@ -565,9 +646,9 @@ class StreamDriver:
         pins = self.stream_pins
         if pins:
             self.fail(f"{what}() left {pins} pin(s) held by the stream: {self._stream_pin_list()}")
-        if self.observer.outstanding:
+        if self.observer._outstanding:
             self.fail(
-                f"{what}() returned with {len(self.observer.outstanding)} started read(s) never waited for"
+                f"{what}() returned with {len(self.observer._outstanding)} started read(s) never waited for"
             )
 
     def set_strategy(
@@ -593,22 +674,19 @@ class StreamDriver:
 
     def other_pin(self, block: int) -> None:
         """Another backend reads ``block`` and keeps it pinned."""
-        if self._other is None:
-            self._other = self.instance.backend("other-in-test")
-        self._other.read_buffer(self.rel, block, self.fork)
+        self.obs.other_pin(self.rel, block, self.fork)
         self._step(f"d.other_pin({block})", f"another backend pins block {block}")
         self.check()
 
     def other_release(self) -> None:
         """The other backend drops every pin it holds."""
-        if self._other is not None:
-            self._other.abort()
+        self.obs.other_release()
         self._step("d.other_release()", "the other backend drops its pins")
         self.check()
 
     def grow(self, nblocks: int) -> None:
         """The relation grows by ``nblocks`` blocks (another backend extends it)."""
-        self.rel.extend(self.fork, nblocks)
+        self.obs.grow(self.rel, self.fork, nblocks)
         self._step(f"d.grow({nblocks})", f"the relation grows by {nblocks} blocks")
 
     def begin_again(self, blocks: list[int]) -> StreamDriver:
@@ -632,7 +710,8 @@ class StreamDriver:
             setup_code=self.script(),
             held=self.held,
         )
-        nxt._other = self._other
+        if isinstance(self.obs, ModelObservation) and isinstance(nxt.obs, ModelObservation):
+            nxt.obs._other = self.obs._other  # the other backend keeps its pins
         nxt._step(f"d = d.begin_again({blocks!r})", "a new stream is begun on the same backend")
         return nxt
 
@@ -652,18 +731,18 @@ class StreamDriver:
     def evict(self) -> None:
         """``pg_buffercache_evict_relation`` on the stream's relation (unpinned pages only)."""
         with self.observer.ignoring():
-            self.instance.evict(self.rel)
+            self.obs.evict(self.rel)
         self.eviction_possible = True
         self._step("d.evict()", "unpinned pages of the relation are evicted")
 
     # ---------------------------------------------------------------- checks
     def _stream_pin_list(self) -> str:
-        pinned = Counter(self.backend.pinned_buffers())
+        pinned = Counter(self.obs.pinned_buffers())
         pinned.subtract(self.held)
         return ", ".join(f"{self._buffer_name(b)} x{n}" for b, n in sorted(pinned.items()) if n > 0)
 
     def _check_returned(self, buf: int, data: Any, waits: list[WaitEvent]) -> None:
-        relid, fork, block = self.backend.buffer_tag(buf)
+        relid, fork, block = self.obs.buffer_tag(buf)
         if not self.source.queue:
             self.fail(
                 f"next_buffer() returned buffer {buf} (block {block}) but every block the callback "
@@ -680,12 +759,12 @@ class StreamDriver:
                 f"block {block} came back with per-buffer data {data!r}; the callback stored {exp_token!r} "
                 "for it"
             )
-        if not self.pool.is_valid(buf):
+        if not self.obs.is_valid(buf):
             self.fail(
                 f"next_buffer() returned buffer {buf} (block {block}) whose page is not valid: its read "
                 "was never waited for"
             )
-        if self.backend.refs.count(buf) < self.held[buf] + 1:
+        if self.obs.pin_count(buf) < self.held[buf] + 1:
             self.fail(f"next_buffer() returned buffer {buf} (block {block}) without a pin for the caller")
         if len(waits) > 1:
             self.fail(f"one next_buffer() call waited for {len(waits)} reads (at most the one it returns)")
@@ -717,7 +796,7 @@ class StreamDriver:
         for rec in log[self._log_seen :]:
             if rec.relation != rel or rec.fork != fork_name:
                 continue
-            self.reads.append(rec)
+            self._reads.append(rec)
             last = rec.start + rec.nblocks - 1
             if rec.nblocks > icl:
                 self.fail(
@@ -735,12 +814,12 @@ class StreamDriver:
                     )
                 if b >= rec.start + delivered:
                     continue
-                self.read_counts[b] += 1
-                if self.read_counts[b] > 1 and not self.eviction_possible:
+                self._read_counts[b] += 1
+                if self._read_counts[b] > 1 and not self.eviction_possible:
                     self.fail(
-                        f"block {b} was read {self.read_counts[b]} times although it never left the buffer pool"
+                        f"block {b} was read {self._read_counts[b]} times although it never left the buffer pool"
                     )
-            if rec.context != self._reads_context and rec.backend == self.backend.id:
+            if rec.context != self._reads_context and rec.backend == self.obs.backend_id():
                 self.fail(
                     f"a read of blocks {rec.start}..{last} was counted in I/O context {rec.context!r}, but the "
                     f"stream's strategy is {describe_strategy(self.strategy)} (context {self._reads_context!r})"
@@ -811,7 +890,7 @@ class StreamDriver:
                 self.end()
             for buf, n in list(self.held.items()):
                 for _ in range(n):
-                    self.backend.release_buffer(buf)
+                    self.obs.release_buffer(buf)
             self.held.clear()
         finally:
             self.observer.uninstall()

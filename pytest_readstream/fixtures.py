@@ -355,9 +355,11 @@ def _skip_missing(item: pytest.Item, impl: Any, capability: str) -> None:
     from .markers import note_missing_capability
 
     note_missing_capability(item, capability)
+    why = getattr(impl, "why_lacking", None)
+    reason = why(capability) if callable(why) else None
     pytest.skip(
         f"implementation {getattr(impl, 'name', impl)!r} lacks capability {capability!r} "
-        f"({CAPABILITIES[capability]})"
+        f"({CAPABILITIES[capability]})" + (f": {reason}" if reason else "")
     )
 
 

@@ -311,8 +311,11 @@ def _skip_missing_capabilities(item: pytest.Item, implementation: Any, impl_name
     if missing:
         item.stash[_MISSING_KEY] = missing
         name = getattr(implementation, "name", impl_name)
+        why = getattr(implementation, "why_lacking", None)
+        reasons = [why(cap) if callable(why) else None for cap in missing]
         reason = f"implementation {name!r} lacks " + ", ".join(
-            f"capability {cap!r} ({CAPABILITIES[cap]})" for cap in missing
+            f"capability {cap!r} ({CAPABILITIES[cap]})" + (f": {r}" if r else "")
+            for cap, r in zip(missing, reasons, strict=True)
         )
         item.add_marker(pytest.mark.skip(reason=reason))
 

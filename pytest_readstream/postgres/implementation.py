@@ -60,10 +60,14 @@ import psycopg
 from psycopg import sql
 
 from ..protocol import ScanOutcome, ScanRequest
+from ._cbuild import CBuildUnavailable
+from ._cluster import embedded_bindir
 from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
 from .observe import evict, measure, pinned_buffers
-from .pgsource import TracedSource
+from .pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
+from .probe_build import build_probe
 from .relbuild import BuiltRelation, UnsupportedLayout, build_relation_on_server
+from .remote_stream import RemoteStream, RemoteStreams, StreamUnavailable
 from .scanops import NOT_OFFERED, SERVER_VARIANTS, OpContext, ServerOp, server_op
 from .scratch import ScratchDatabase
 from .server import PgServer, build_bindir
@@ -141,7 +145,8 @@ class PostgresImplementation:
     """
 
     name = "postgres"
-    capabilities: frozenset[str] = frozenset({"scans"})
+    #: What a server can offer; :meth:`capabilities_for` says what this one does.
+    offered: frozenset[str] = frozenset({"scans", "stream-api", "per-buffer-data", "introspection"})
 
     def __init__(
         self,
@@ -183,6 +188,121 @@ class PostgresImplementation:
         self._fixed: dict[str, str] = {}
         self.build_seconds = 0.0
         self.builds = 0
+        self._streams: RemoteStreams | None = None
+        # Why the server's stream API cannot be driven here (no compiler, headers, probe), or None.
+        self._stream_problem: str | None = None
+        self._stream_checked = False
+
+    # ------------------------------------------------------------------------------ capabilities
+    @property
+    def capabilities(self) -> frozenset[str]:  # type: ignore[override]
+        """``scans``, and the stream capabilities once the probe is known to work here."""
+        if not self._stream_checked:
+            return frozenset({"scans"})
+        return self._stream_capabilities()
+
+    def _stream_capabilities(self) -> frozenset[str]:
+        if self._stream_problem is not None or self._streams is None:
+            return frozenset({"scans"})
+        caps = {"scans", "stream-api", "per-buffer-data"}
+        if self._streams.layout_verified:
+            caps.add("introspection")
+        return frozenset(caps)
+
+    def capabilities_for(self, settings: Any) -> frozenset[str]:
+        """The capabilities this server really offers: the probe built and loaded (``stream-api``,
+        ``per-buffer-data``) and the stream's layout verified (``introspection``). Stock 18.6 has
+        neither ``read_stream_set_strategy`` nor ``read_stream_pause``: no ``set-strategy``,
+        ``pause-resume``."""
+        self._check_streams()
+        return self._stream_capabilities()
+
+    def why_lacking(self, capability: str) -> str | None:
+        """Why a stream capability is missing (one line), when the reason is known."""
+        if capability in ("stream-api", "per-buffer-data", "introspection") and self._stream_problem:
+            return self._stream_problem
+        if capability == "introspection" and self._streams is not None and not self._streams.layout_verified:
+            return "the server's struct ReadStream does not have PostgreSQL 18's layout (checked at run time)"
+        return None
+
+    def _check_streams(self) -> None:
+        """Build and load the probe once, and verify the stream's layout (see ``probe_build``)."""
+        if self._stream_checked:
+            return
+        self._stream_checked = True
+        if self.dsn:
+            self._stream_problem = (
+                "driving the server's stream needs the probe extension built against its headers and "
+                "loaded from this machine: run a server with --readstream-pg-bindir instead of a DSN"
+            )
+            return
+        try:
+            traced: Path | None = None
+            if self.source.wanted:
+                # Every StartReadBuffers/WaitReadBuffers of the stream, from the server's own code.
+                traced = self.source.tree() / READ_STREAM_C
+            probe = build_probe(
+                self.bindir or embedded_bindir(), traced_source=traced, mutant=self.source.mutant
+            )
+            streams = RemoteStreams(self, probe)
+            streams.verify_layout()
+        except (CBuildUnavailable, PgSourceUnavailable) as err:
+            self._stream_problem = f"the probe extension cannot be built: {err}"
+            return
+        except psycopg.Error as err:
+            self._stream_problem = f"the probe extension does not load: {str(err).strip().splitlines()[0]}"
+            return
+        self._streams = streams
+
+    # ------------------------------------------------------------------------------ streams
+    def begin_stream(
+        self,
+        backend: Any,
+        rel: Any,
+        callback: Any,
+        private: Any = None,
+        *,
+        fork: Any = 0,
+        flags: int = 0,
+        strategy: Any = None,
+        per_buffer_data: bool = False,
+    ) -> RemoteStream:
+        """``read_stream_begin_relation`` on the server, mirroring the harness's state (``remote_stream``)."""
+        self._check_streams()
+        if self._streams is None:
+            raise PgNotAvailable(self._stream_problem or "the server's stream API is not available")
+        if self._unusable is not None:
+            if self._in_pytest():
+                import pytest
+
+                pytest.skip(f"{self._unusable_summary()}; see the first failure")
+            raise self._unusable
+        try:
+            return self._streams.begin(
+                backend,
+                rel,
+                callback,
+                private,
+                fork=fork,
+                flags=flags,
+                strategy=strategy,
+                per_buffer_data=per_buffer_data,
+            )
+        except (StreamUnavailable, PgSettingUnavailable) as err:
+            if self._in_pytest():
+                import pytest
+
+                pytest.skip(f"a PostgreSQL server cannot run this stream: {err}")
+            raise
+        except (PgServerDied, PgStartupError) as err:
+            self._unusable = err
+            self.close()
+            raise
+
+    @property
+    def stream_calls(self) -> int:
+        """Probe calls made so far (each one SQL round trip)."""
+        return self._streams.calls if self._streams is not None else 0
 
     # ------------------------------------------------------------------------------ protocol
     def scan_variants(self, scan: str) -> tuple[str, ...]:
@@ -268,6 +388,9 @@ class PostgresImplementation:
 
     def close(self) -> None:
         """Drop what the implementation created and stop an owned server (idempotent)."""
+        if self._streams is not None:
+            self._streams.close_sessions()
+            self._streams.forget_tables()
         for built in self._cache.values():
             built.release_pin()
         self._cache.clear()

@@ -1,0 +1,21 @@
+-- rsprobe 1.0: every function reports one JSON object (text); see rsprobe.c.
+\echo Use "CREATE EXTENSION rsprobe" to load this file. \quit
+
+CREATE FUNCTION rsp_info() RETURNS text AS 'MODULE_PATHNAME', 'rsp_info' LANGUAGE C VOLATILE;
+CREATE FUNCTION rsp_begin(rel regclass, fork int4, flags int4, strategy text, ring_kb int4,
+                          per_buffer_data bool, blocks int8[])
+    RETURNS text AS 'MODULE_PATHNAME', 'rsp_begin' LANGUAGE C VOLATILE;
+CREATE FUNCTION rsp_plan(id int4, blocks int8[]) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_plan' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_next(id int4, release int4[]) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_next' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_reset(id int4, release int4[]) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_reset' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_end(id int4, release int4[]) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_end' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_pin(rel regclass, fork int4, block int8) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_pin' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_release(buffers int4[]) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_release' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_state(id int4) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_state' LANGUAGE C VOLATILE STRICT;

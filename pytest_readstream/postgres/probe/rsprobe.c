@@ -1,0 +1,702 @@
+/*
+ * rsprobe.c: drive a server's ReadStream (src/backend/storage/aio/read_stream.c) one call at a
+ * time over SQL, for pytest-readstream's conformance suite.
+ *
+ * A stream is begun on a relation with a callback that hands out the blocks the harness planned
+ * (rsp_begin, rsp_plan): when the plan runs dry the callback returns InvalidBlockNumber, and
+ * blocks planned later continue after a reset, as the harness's own callback does.  Streams stay
+ * open across the statements of one transaction (by id): their memory lives in
+ * TopTransactionContext and their pins and relation references in TopTransactionResourceOwner,
+ * so that the end of one statement (its portal's resource owner) does not release them.  An
+ * abort releases everything; the streams are forgotten at the end of the transaction.
+ *
+ * Every function returns one JSON object describing what the call did and what the buffer
+ * manager shows afterwards: the buffer returned, its block and validity, the per-buffer data,
+ * the blocks the callback produced during the call, GetPinLimit() and GetAdditionalPinLimit(),
+ * shared blocks read and hit during the call (pgBufferUsage), the relation's pinned buffers as
+ * the shared descriptors show them, the buffers the probe holds for the consumer, the stream's
+ * own state where its layout is verified (below), and, when built against the traced copy
+ * (-DRSPROBE_TRACED), every StartReadBuffers/WaitReadBuffers the stream made during the call.
+ *
+ * struct ReadStream is private to read_stream.c.  Its PostgreSQL 18 field order is mirrored here
+ * and trusted only after a check at run time that the fields we can predict hold what they must
+ * (our callback and private pointer, the per-buffer data size, queue_size = max_pinned_buffers +
+ * 1, counters inside their bounds); otherwise the stream's state is reported as unknown.
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/instrument.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/buf_internals.h"
+#include "storage/bufmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/resowner.h"
+
+#include "rsprobe_stream.h"
+#ifdef RSPROBE_TRACED
+#include "rsprobe_trace.h"
+#endif
+
+PG_MODULE_MAGIC;
+
+#define RSP_MAX_STREAMS 64
+
+/* What the probe keeps of one stream (TopTransactionContext). */
+typedef struct RspStream
+{
+	int			id;
+	Oid			relid;
+	Relation	rel;
+	ForkNumber	fork;
+	ReadStream *stream;
+	BufferAccessStrategy strategy;
+	size_t		pbd_size;
+	BlockNumber *plan;
+	int			nplan;
+	int			plan_cap;
+	int			pos;			/* next plan entry the callback hands out */
+	int64		produced;		/* blocks handed out so far (the per-buffer data) */
+	bool		ended;
+} RspStream;
+
+/*
+ * PostgreSQL 18's struct ReadStream, field for field, used only after rsp_layout_ok() said the
+ * running server's stream matches it.
+ */
+typedef struct RspInProgressIO18
+{
+	int16		buffer_index;
+	ReadBuffersOperation op;
+} RspInProgressIO18;
+
+typedef struct RspReadStream18
+{
+	int16		max_ios;
+	int16		io_combine_limit;
+	int16		ios_in_progress;
+	int16		queue_size;
+	int16		max_pinned_buffers;
+	int16		forwarded_buffers;
+	int16		pinned_buffers;
+	int16		distance;
+	int16		initialized_buffers;
+	int			read_buffers_flags;
+	bool		sync_mode;
+	bool		batch_mode;
+	bool		advice_enabled;
+	bool		temporary;
+	BlockNumber buffered_blocknum;
+	ReadStreamBlockNumberCB callback;
+	void	   *callback_private_data;
+	BlockNumber seq_blocknum;
+	BlockNumber seq_until_processed;
+	BlockNumber pending_read_blocknum;
+	int16		pending_read_nblocks;
+	size_t		per_buffer_data_size;
+	void	   *per_buffer_data;
+	RspInProgressIO18 *ios;
+	int16		oldest_io_index;
+	int16		next_io_index;
+	bool		fast_path;
+	int16		oldest_buffer_index;
+	int16		next_buffer_index;
+	Buffer		buffers[FLEXIBLE_ARRAY_MEMBER];
+} RspReadStream18;
+
+static RspStream *rsp_streams[RSP_MAX_STREAMS];
+static int	rsp_next_id = 1;
+
+/* Buffers the probe pins for the consumer (kept buffers, rsp_pin); TopMemoryContext. */
+static Buffer *rsp_held;
+static int	rsp_nheld;
+static int	rsp_held_cap;
+
+/* Blocks the callback produced during the current SQL call (-1: InvalidBlockNumber). */
+static int64 *rsp_cblog;
+static int	rsp_ncblog;
+static int	rsp_cblog_cap;
+
+static int64 rsp_read_before;
+static int64 rsp_hit_before;
+static bool rsp_callback_registered;
+
+PG_FUNCTION_INFO_V1(rsp_info);
+PG_FUNCTION_INFO_V1(rsp_begin);
+PG_FUNCTION_INFO_V1(rsp_plan);
+PG_FUNCTION_INFO_V1(rsp_next);
+PG_FUNCTION_INFO_V1(rsp_reset);
+PG_FUNCTION_INFO_V1(rsp_end);
+PG_FUNCTION_INFO_V1(rsp_pin);
+PG_FUNCTION_INFO_V1(rsp_release);
+PG_FUNCTION_INFO_V1(rsp_state);
+
+/* The end of a transaction frees the streams' memory and drops their pins: forget them. */
+static void
+rsp_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		memset(rsp_streams, 0, sizeof(rsp_streams));
+		rsp_nheld = 0;
+	}
+}
+
+static void
+rsp_setup(void)
+{
+	if (!rsp_callback_registered)
+	{
+		RegisterXactCallback(rsp_xact_callback, NULL);
+		rsp_callback_registered = true;
+	}
+	if (!IsTransactionBlock())
+		ereport(ERROR,
+				(errmsg("rsprobe: streams live in one transaction; call BEGIN first")));
+	rsp_ncblog = 0;
+	rsp_read_before = pgBufferUsage.shared_blks_read;
+	rsp_hit_before = pgBufferUsage.shared_blks_hit;
+#ifdef RSPROBE_TRACED
+	rsp_trace_clear();
+#endif
+}
+
+static void
+rsp_cblog_add(int64 v)
+{
+	if (rsp_ncblog == rsp_cblog_cap)
+	{
+		int			cap = rsp_cblog_cap ? rsp_cblog_cap * 2 : 256;
+
+		rsp_cblog = rsp_cblog
+			? repalloc(rsp_cblog, sizeof(int64) * cap)
+			: MemoryContextAlloc(TopMemoryContext, sizeof(int64) * cap);
+		rsp_cblog_cap = cap;
+	}
+	rsp_cblog[rsp_ncblog++] = v;
+}
+
+static void
+rsp_held_add(Buffer b)
+{
+	if (rsp_nheld == rsp_held_cap)
+	{
+		int			cap = rsp_held_cap ? rsp_held_cap * 2 : 64;
+
+		rsp_held = rsp_held
+			? repalloc(rsp_held, sizeof(Buffer) * cap)
+			: MemoryContextAlloc(TopMemoryContext, sizeof(Buffer) * cap);
+		rsp_held_cap = cap;
+	}
+	rsp_held[rsp_nheld++] = b;
+}
+
+/* The stream's callback: the next planned block, or the end when the plan has run dry. */
+static BlockNumber
+rsp_callback(ReadStream *stream, void *private_data, void *per_buffer_data)
+{
+	RspStream  *st = (RspStream *) private_data;
+	BlockNumber b;
+
+	if (st->pos >= st->nplan)
+	{
+		rsp_cblog_add(-1);
+		return InvalidBlockNumber;
+	}
+	b = st->plan[st->pos++];
+	if (per_buffer_data != NULL)
+		memcpy(per_buffer_data, &st->produced, sizeof(int64));
+	st->produced++;
+	rsp_cblog_add((int64) b);
+	return b;
+}
+
+static void
+rsp_plan_add(RspStream *st, ArrayType *arr)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	deconstruct_array(arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+	{
+		int64		v = nulls[i] ? -1 : DatumGetInt64(elems[i]);
+
+		if (v < 0 || v >= (int64) MaxBlockNumber)
+			ereport(ERROR,
+					(errmsg("rsprobe: block %lld is not a block number (0 .. %u)",
+							(long long) v, MaxBlockNumber - 1)));
+		if (st->nplan == st->plan_cap)
+		{
+			int			cap = st->plan_cap ? st->plan_cap * 2 : 64;
+
+			st->plan = st->plan
+				? repalloc(st->plan, sizeof(BlockNumber) * cap)
+				: MemoryContextAlloc(TopTransactionContext, sizeof(BlockNumber) * cap);
+			st->plan_cap = cap;
+		}
+		st->plan[st->nplan++] = (BlockNumber) v;
+	}
+}
+
+/* Release one pin the probe holds for the consumer (TopTransactionResourceOwner). */
+static void
+rsp_release_one(Buffer buf)
+{
+	ResourceOwner oldowner;
+	int			i;
+
+	for (i = 0; i < rsp_nheld; i++)
+		if (rsp_held[i] == buf)
+			break;
+	if (i == rsp_nheld)
+		ereport(ERROR, (errmsg("rsprobe: buffer %d is not held by the consumer", buf)));
+	rsp_held[i] = rsp_held[--rsp_nheld];
+	oldowner = CurrentResourceOwner;
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	ReleaseBuffer(buf);
+	CurrentResourceOwner = oldowner;
+}
+
+/*
+ * The consumer's releases since the last call, done before the stream runs again: releasing
+ * a returned buffer costs no round trip of its own, and the stream sees the same pin budget.
+ */
+static void
+rsp_release_array(ArrayType *arr)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	deconstruct_array(arr, INT4OID, sizeof(int32), true, TYPALIGN_INT, &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (!nulls[i])
+			rsp_release_one(DatumGetInt32(elems[i]));
+}
+
+static RspStream *
+rsp_lookup(int id)
+{
+	for (int i = 0; i < RSP_MAX_STREAMS; i++)
+		if (rsp_streams[i] != NULL && rsp_streams[i]->id == id)
+			return rsp_streams[i];
+	ereport(ERROR, (errmsg("rsprobe: no stream %d in this transaction", id)));
+	pg_unreachable();
+}
+
+/* Does the running server's stream look like PostgreSQL 18's struct ReadStream? */
+static bool
+rsp_layout_ok(RspStream *st)
+{
+#if PG_VERSION_NUM >= 180000 && PG_VERSION_NUM < 190000
+	const RspReadStream18 *l = (const RspReadStream18 *) st->stream;
+
+	if (st->stream == NULL || st->ended)
+		return false;
+	return l->callback == rsp_callback &&
+		l->callback_private_data == (void *) st &&
+		l->per_buffer_data_size == st->pbd_size &&
+		(st->pbd_size == 0) == (l->per_buffer_data == NULL) &&
+		l->max_pinned_buffers >= 1 &&
+		l->queue_size == l->max_pinned_buffers + 1 &&
+		l->io_combine_limit >= 1 && l->io_combine_limit <= io_combine_limit &&
+		l->max_ios >= 1 &&
+		l->ios_in_progress >= 0 && l->ios_in_progress <= l->max_ios &&
+		l->pinned_buffers >= 0 && l->pinned_buffers <= l->max_pinned_buffers &&
+		l->forwarded_buffers >= 0 && l->forwarded_buffers <= l->io_combine_limit &&
+		l->distance >= 0 &&
+		l->oldest_buffer_index >= 0 && l->oldest_buffer_index < l->queue_size &&
+		l->next_buffer_index >= 0 && l->next_buffer_index < l->queue_size &&
+		l->oldest_io_index >= 0 && l->oldest_io_index < l->max_ios &&
+		l->ios != NULL;
+#else
+	return false;
+#endif
+}
+
+static void
+rsp_stream_json(StringInfo s, RspStream *st)
+{
+#if PG_VERSION_NUM >= 180000 && PG_VERSION_NUM < 190000
+	const RspReadStream18 *l = (const RspReadStream18 *) st->stream;
+
+	if (!rsp_layout_ok(st))
+	{
+		appendStringInfoString(s, "null");
+		return;
+	}
+	appendStringInfo(s,
+					 "{\"max_ios\":%d,\"io_combine_limit\":%d,\"ios_in_progress\":%d,"
+					 "\"max_pinned_buffers\":%d,\"pinned_buffers\":%d,\"forwarded_buffers\":%d,"
+					 "\"distance\":%d,\"fast_path\":%s,\"buffers\":[",
+					 l->max_ios, l->io_combine_limit, l->ios_in_progress,
+					 l->max_pinned_buffers, l->pinned_buffers, l->forwarded_buffers,
+					 l->distance, l->fast_path ? "true" : "false");
+	for (int i = 0; i < l->pinned_buffers; i++)
+	{
+		int			idx = (l->oldest_buffer_index + i) % l->queue_size;
+
+		appendStringInfo(s, "%s%d", i ? "," : "", l->buffers[idx]);
+	}
+	appendStringInfoString(s, "],\"forwarded\":[");
+	for (int i = 0; i < l->forwarded_buffers; i++)
+	{
+		int			idx = (l->next_buffer_index + i) % l->queue_size;
+
+		appendStringInfo(s, "%s%d", i ? "," : "", l->buffers[idx]);
+	}
+	appendStringInfoString(s, "],\"in_flight\":[");
+	for (int i = 0; i < l->ios_in_progress; i++)
+	{
+		int			idx = (l->oldest_io_index + i) % l->max_ios;
+
+		appendStringInfo(s, "%s[%u,%d]", i ? "," : "",
+						 l->ios[idx].op.blocknum, l->ios[idx].op.nblocks);
+	}
+	appendStringInfoString(s, "]}");
+#else
+	appendStringInfoString(s, "null");
+#endif
+}
+
+static void
+rsp_trace_json(StringInfo s)
+{
+#ifdef RSPROBE_TRACED
+	const RspTraceEvent *ev = rsp_trace_events();
+	int			n = rsp_trace_count();
+
+	appendStringInfoChar(s, '[');
+	for (int i = 0; i < n; i++)
+		appendStringInfo(s, "%s[%d,%d,%u,%d,%d,%d,%d,%d,%s]", i ? "," : "",
+						 ev[i].kind, ev[i].buffer, ev[i].blocknum, ev[i].nblocks_asked,
+						 ev[i].nblocks_accepted, ev[i].forwarded, ev[i].additional_pin_limit,
+						 ev[i].flags, ev[i].must_wait ? "true" : "false");
+	appendStringInfoChar(s, ']');
+	rsp_trace_clear();
+#else
+	appendStringInfoString(s, "null");
+#endif
+}
+
+/* Buffers of (rel, fork) whose shared descriptor shows a pin: [buffer, block, refcount]. */
+static void
+rsp_rel_pins_json(StringInfo s, Relation rel, ForkNumber fork)
+{
+	bool		first = true;
+
+	appendStringInfoChar(s, '[');
+	for (int i = 0; i < NBuffers; i++)
+	{
+		BufferDesc *desc = GetBufferDescriptor(i);
+		uint32		state = pg_atomic_read_u32(&desc->state);
+
+		if (BUF_STATE_GET_REFCOUNT(state) == 0)
+			continue;
+		if (!BufTagMatchesRelFileLocator(&desc->tag, &rel->rd_locator) ||
+			BufTagGetForkNum(&desc->tag) != fork)
+			continue;
+		appendStringInfo(s, "%s[%d,%u,%u]", first ? "" : ",", i + 1, desc->tag.blockNum,
+						 BUF_STATE_GET_REFCOUNT(state));
+		first = false;
+	}
+	appendStringInfoChar(s, ']');
+}
+
+/* The fields every call reports; the caller has opened the object and written its own. */
+static text *
+rsp_finish(StringInfo s, RspStream *st)
+{
+	appendStringInfo(s, ",\"pin_limit\":%u,\"additional_pin_limit\":%u",
+					 GetPinLimit(), GetAdditionalPinLimit());
+	appendStringInfo(s, ",\"blocks_read\":%lld,\"blocks_hit\":%lld",
+					 (long long) (pgBufferUsage.shared_blks_read - rsp_read_before),
+					 (long long) (pgBufferUsage.shared_blks_hit - rsp_hit_before));
+	appendStringInfoString(s, ",\"callback\":[");
+	for (int i = 0; i < rsp_ncblog; i++)
+		appendStringInfo(s, "%s%lld", i ? "," : "", (long long) rsp_cblog[i]);
+	appendStringInfoString(s, "],\"held\":[");
+	for (int i = 0; i < rsp_nheld; i++)
+		appendStringInfo(s, "%s%d", i ? "," : "", rsp_held[i]);
+	appendStringInfoChar(s, ']');
+	if (st != NULL)
+	{
+		appendStringInfoString(s, ",\"rel_pins\":");
+		rsp_rel_pins_json(s, st->rel, st->fork);
+		appendStringInfoString(s, ",\"stream\":");
+		if (st->ended)
+			appendStringInfoString(s, "null");
+		else
+			rsp_stream_json(s, st);
+	}
+	appendStringInfoString(s, ",\"trace\":");
+	rsp_trace_json(s);
+	appendStringInfoChar(s, '}');
+	return cstring_to_text_with_len(s->data, s->len);
+}
+
+static BufferAccessStrategyType
+rsp_strategy_type(const char *name)
+{
+	if (strcmp(name, "bulkread") == 0)
+		return BAS_BULKREAD;
+	if (strcmp(name, "bulkwrite") == 0)
+		return BAS_BULKWRITE;
+	if (strcmp(name, "vacuum") == 0)
+		return BAS_VACUUM;
+	ereport(ERROR,
+			(errmsg("rsprobe: strategy \"%s\" is not one of bulkread, bulkwrite, vacuum", name)));
+	pg_unreachable();
+}
+
+Datum
+rsp_info(PG_FUNCTION_ARGS)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"version_num\":%d,\"traced\":%s,\"layout\":\"%s\",\"nbuffers\":%d,"
+					 "\"io_combine_limit\":%d,\"pin_limit\":%u,\"additional_pin_limit\":%u}",
+					 PG_VERSION_NUM,
+#ifdef RSPROBE_TRACED
+					 "true",
+#else
+					 "false",
+#endif
+#if PG_VERSION_NUM >= 180000 && PG_VERSION_NUM < 190000
+					 "18",
+#else
+					 "none",
+#endif
+					 NBuffers, io_combine_limit, GetPinLimit(), GetAdditionalPinLimit());
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(s.data, s.len));
+}
+
+Datum
+rsp_begin(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	int			fork;
+	int			flags;
+	RspStream  *st;
+	int			slot = -1;
+	MemoryContext oldcxt;
+	ResourceOwner oldowner;
+	StringInfoData s;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(5))
+		ereport(ERROR, (errmsg("rsprobe: rsp_begin needs rel, fork, flags and per_buffer_data")));
+	rsp_setup();
+	relid = PG_GETARG_OID(0);
+	fork = PG_GETARG_INT32(1);
+	flags = PG_GETARG_INT32(2);
+	if (fork < 0 || fork > MAX_FORKNUM)
+		ereport(ERROR, (errmsg("rsprobe: fork %d is not a fork number (0 .. %d)", fork, MAX_FORKNUM)));
+	for (int i = 0; i < RSP_MAX_STREAMS; i++)
+		if (rsp_streams[i] == NULL)
+		{
+			slot = i;
+			break;
+		}
+	if (slot < 0)
+		ereport(ERROR, (errmsg("rsprobe: more than %d streams in one transaction", RSP_MAX_STREAMS)));
+
+	/* Memory and resources that outlive this statement (see the file header). */
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	oldowner = CurrentResourceOwner;
+	CurrentResourceOwner = TopTransactionResourceOwner;
+
+	st = palloc0(sizeof(RspStream));
+	st->id = rsp_next_id++;
+	st->relid = relid;
+	st->fork = (ForkNumber) fork;
+	st->rel = relation_open(relid, AccessShareLock);
+	st->pbd_size = PG_GETARG_BOOL(5) ? sizeof(int64) : 0;
+	if (!PG_ARGISNULL(3))
+	{
+		BufferAccessStrategyType btype = rsp_strategy_type(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+
+		st->strategy = PG_ARGISNULL(4)
+			? GetAccessStrategy(btype)
+			: GetAccessStrategyWithSize(btype, PG_GETARG_INT32(4));
+	}
+	if (!PG_ARGISNULL(6))
+		rsp_plan_add(st, PG_GETARG_ARRAYTYPE_P(6));
+	rsp_streams[slot] = st;
+	st->stream = RSP_BEGIN_RELATION(flags, st->strategy, st->rel, st->fork,
+									rsp_callback, st, st->pbd_size);
+
+	CurrentResourceOwner = oldowner;
+	MemoryContextSwitchTo(oldcxt);
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"id\":%d,\"layout_verified\":%s", st->id,
+					 rsp_layout_ok(st) ? "true" : "false");
+	PG_RETURN_TEXT_P(rsp_finish(&s, st));
+}
+
+Datum
+rsp_plan(PG_FUNCTION_ARGS)
+{
+	RspStream  *st;
+	StringInfoData s;
+
+	rsp_setup();
+	st = rsp_lookup(PG_GETARG_INT32(0));
+	rsp_plan_add(st, PG_GETARG_ARRAYTYPE_P(1));
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"planned\":%d,\"position\":%d", st->nplan, st->pos);
+	PG_RETURN_TEXT_P(rsp_finish(&s, st));
+}
+
+Datum
+rsp_next(PG_FUNCTION_ARGS)
+{
+	RspStream  *st;
+	void	   *pbd = NULL;
+	Buffer		buf;
+	ResourceOwner oldowner;
+	StringInfoData s;
+
+	rsp_setup();
+	st = rsp_lookup(PG_GETARG_INT32(0));
+	if (st->ended)
+		ereport(ERROR, (errmsg("rsprobe: stream %d has ended", st->id)));
+	rsp_release_array(PG_GETARG_ARRAYTYPE_P(1));
+	oldowner = CurrentResourceOwner;
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	buf = RSP_NEXT_BUFFER(st->stream, st->pbd_size ? &pbd : NULL);
+
+	initStringInfo(&s);
+	if (BufferIsValid(buf))
+	{
+		BufferDesc *desc = GetBufferDescriptor(buf - 1);
+		uint32		state = pg_atomic_read_u32(&desc->state);
+		int64		data = -1;
+
+		if (pbd != NULL)
+			memcpy(&data, pbd, sizeof(int64));
+		appendStringInfo(&s, "{\"buffer\":%d,\"block\":%u,\"fork\":%d,\"same_relation\":%s,"
+						 "\"valid\":%s,\"data\":%lld",
+						 buf, BufferGetBlockNumber(buf), (int) BufTagGetForkNum(&desc->tag),
+						 BufTagMatchesRelFileLocator(&desc->tag, &st->rel->rd_locator) ? "true" : "false",
+						 (state & BM_VALID) ? "true" : "false", (long long) data);
+		/* The caller's pin: held until the consumer releases it (rsp_release or the next call). */
+		rsp_held_add(buf);
+	}
+	else
+		appendStringInfo(&s, "{\"buffer\":0");
+	CurrentResourceOwner = oldowner;
+	PG_RETURN_TEXT_P(rsp_finish(&s, st));
+}
+
+Datum
+rsp_reset(PG_FUNCTION_ARGS)
+{
+	RspStream  *st;
+	ResourceOwner oldowner;
+	StringInfoData s;
+
+	rsp_setup();
+	st = rsp_lookup(PG_GETARG_INT32(0));
+	if (st->ended)
+		ereport(ERROR, (errmsg("rsprobe: stream %d has ended", st->id)));
+	rsp_release_array(PG_GETARG_ARRAYTYPE_P(1));
+	oldowner = CurrentResourceOwner;
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	RSP_RESET(st->stream);
+	CurrentResourceOwner = oldowner;
+	initStringInfo(&s);
+	appendStringInfoString(&s, "{\"reset\":true");
+	PG_RETURN_TEXT_P(rsp_finish(&s, st));
+}
+
+Datum
+rsp_end(PG_FUNCTION_ARGS)
+{
+	RspStream  *st;
+	ResourceOwner oldowner;
+	StringInfoData s;
+
+	rsp_setup();
+	st = rsp_lookup(PG_GETARG_INT32(0));
+	if (st->ended)
+		ereport(ERROR, (errmsg("rsprobe: stream %d has ended", st->id)));
+	rsp_release_array(PG_GETARG_ARRAYTYPE_P(1));
+	oldowner = CurrentResourceOwner;
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	RSP_END(st->stream);
+	st->stream = NULL;
+	st->ended = true;
+	CurrentResourceOwner = oldowner;
+	initStringInfo(&s);
+	appendStringInfoString(&s, "{\"ended\":true");
+	PG_RETURN_TEXT_P(rsp_finish(&s, st));
+}
+
+/* Pin a block for the consumer (ReadBufferExtended) and keep it until rsp_release. */
+Datum
+rsp_pin(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	int			fork = PG_GETARG_INT32(1);
+	int64		block = PG_GETARG_INT64(2);
+	Relation	rel;
+	Buffer		buf;
+	ResourceOwner oldowner;
+	StringInfoData s;
+
+	rsp_setup();
+	if (fork < 0 || fork > MAX_FORKNUM)
+		ereport(ERROR, (errmsg("rsprobe: fork %d is not a fork number (0 .. %d)", fork, MAX_FORKNUM)));
+	if (block < 0 || block >= (int64) MaxBlockNumber)
+		ereport(ERROR, (errmsg("rsprobe: block %lld is not a block number", (long long) block)));
+	oldowner = CurrentResourceOwner;
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	rel = relation_open(relid, AccessShareLock);
+	buf = ReadBufferExtended(rel, (ForkNumber) fork, (BlockNumber) block, RBM_NORMAL, NULL);
+	rsp_held_add(buf);
+	relation_close(rel, NoLock);
+	CurrentResourceOwner = oldowner;
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"buffer\":%d,\"block\":%lld", buf, (long long) block);
+	PG_RETURN_TEXT_P(rsp_finish(&s, NULL));
+}
+
+Datum
+rsp_release(PG_FUNCTION_ARGS)
+{
+	StringInfoData s;
+
+	rsp_setup();
+	rsp_release_array(PG_GETARG_ARRAYTYPE_P(0));
+	initStringInfo(&s);
+	appendStringInfoString(&s, "{\"released\":true");
+	PG_RETURN_TEXT_P(rsp_finish(&s, NULL));
+}
+
+Datum
+rsp_state(PG_FUNCTION_ARGS)
+{
+	RspStream  *st;
+	StringInfoData s;
+
+	rsp_setup();
+	st = rsp_lookup(PG_GETARG_INT32(0));
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"id\":%d,\"layout_verified\":%s", st->id,
+					 rsp_layout_ok(st) ? "true" : "false");
+	PG_RETURN_TEXT_P(rsp_finish(&s, st));
+}

@@ -1,0 +1,677 @@
+"""The ``stream-api`` of a PostgreSQL server: its own ``read_stream.c`` driven through the probe.
+
+:class:`RemoteStreams` (one per :class:`~pytest_readstream.postgres.implementation.PostgresImplementation`,
+so one per pytest-xdist worker) answers ``begin_stream(backend, rel, callback, ...)``. The harness
+hands it its model backend and relation; the remote stream mirrors them on the server and runs
+the server's ``read_stream_begin_relation`` / ``read_stream_next_buffer`` / ``read_stream_reset`` /
+``read_stream_end`` through the probe extension (``probe/rsprobe.c``), one SQL call per step:
+
+* **Settings.** The model's settings are applied (``PostgresImplementation.configure``: server
+  level, restarting only on a change) and its session GUCs set in the stream's transaction.
+* **Relations.** One server table per relation shape (``nblocks``; one table per relation role
+  of a test), built once (``ScratchDatabase.create_wide_table``) and reused by every later test
+  of that shape; a table that grew is rebuilt.
+* **Cache and pins.** When a test's first stream begins, the table is evicted and the blocks
+  the model's pool holds are read back (``pg_prewarm``); the model backend's own pins are taken
+  on the server by the stream's session, other model backends' pins on the relation by a second
+  session. A test is one transaction on each session (streams and pins live across statements);
+  the next test rolls it back.
+* **The callback.** The probe's callback hands out the harness callback's planned blocks
+  (``callback.blocks``, sent again when the test adds some); after every call the harness
+  callback is called once for each call the server's callback received, so it sees exactly the
+  calls (and ends) the real stream made, and per-buffer data is the harness's own token.
+
+:class:`ServerObservation` is the stream's ``observation``: what the harness's checks read
+(pins, buffer tags, page validity, reads), taken from the probe's report of each call. The
+stream's own pins come from its queue where the layout of ``struct ReadStream`` was verified at
+run time; individual reads are visible only when the probe is built with the traced copy of the
+server's ``read_stream.c``, and the observation says so otherwise.
+
+What cannot be mirrored (fault injection, a catalog or tablespace setting, another fork, a
+callback that computes its blocks on the fly) is refused with :class:`StreamUnavailable`, which
+the implementation turns into a skip naming the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from .errors import PgHarnessError
+from .probe_build import ProbeInstall
+
+if TYPE_CHECKING:
+    from .implementation import PostgresImplementation
+
+__all__ = ["RemoteStreams", "RemoteStream", "ServerObservation", "StreamUnavailable", "ProbeReport"]
+
+_INVALID_BUFFER = -1
+_INVALID_BLOCK = 0xFFFFFFFF  # InvalidBlockNumber
+_INT16_MAX = 32767
+_BLCKSZ_KB = 8
+_SESSION_GUCS = ("io_combine_limit", "effective_io_concurrency", "maintenance_io_concurrency")
+
+
+class StreamUnavailable(Exception):
+    """A stream the server cannot run as asked (the message says why)."""
+
+
+@dataclass
+class ProbeReport:
+    """One probe call's JSON report, parsed."""
+
+    raw: dict[str, Any]
+
+    @property
+    def stream(self) -> dict[str, Any] | None:
+        return self.raw.get("stream")
+
+    @property
+    def held(self) -> list[int]:
+        return list(self.raw.get("held", []))
+
+    @property
+    def callback(self) -> list[int]:
+        return list(self.raw.get("callback", []))
+
+    @property
+    def trace(self) -> list[list[Any]] | None:
+        return self.raw.get("trace")
+
+
+@dataclass
+class _ServerRelation:
+    """A server table standing in for model relations of one shape."""
+
+    name: str
+    oid: int
+    nblocks: int
+    spent: bool = False
+
+
+@dataclass
+class _ReadRecord:
+    """A read the traced stream started (``reference_impl.stats.ReadRecord``'s fields)."""
+
+    relation: str
+    fork: str
+    start: int
+    nblocks: int
+    context: str | None
+    backend: int
+    error: str | None = None
+    submit_us: int = 0
+    complete_us: int = 0
+    synchronous: bool = False
+    ok_blocks: int | None = None
+
+
+@dataclass
+class _Transaction:
+    """What one test's transaction holds: relation mapping, pins, other session's pins."""
+
+    backend: Any
+    tables: dict[int, _ServerRelation] = field(default_factory=dict)  # model relid -> table
+    relids: dict[int, int] = field(default_factory=dict)  # server oid -> model relid
+    prepared: set[int] = field(default_factory=set)  # model relids whose cache state is mirrored
+    model_to_server: dict[int, int] = field(default_factory=dict)  # consumer pins mirrored
+    other_pins: Counter[int] = field(default_factory=Counter)  # server buffer -> other pins
+
+
+def _main_fork_name() -> str:
+    from reference_impl import ForkNumber
+    from reference_impl.storage import FORK_NAMES
+
+    return FORK_NAMES[ForkNumber.MAIN]
+
+
+class RemoteStreams:
+    """Streams of one server, for one implementation object (one xdist worker)."""
+
+    def __init__(self, impl: PostgresImplementation, probe: ProbeInstall) -> None:
+        self.impl = impl
+        self.probe = probe
+        self._conn: psycopg.Connection[Any] | None = None
+        self._other: psycopg.Connection[Any] | None = None
+        self._generation = -1
+        self._tables: dict[tuple[int, int], _ServerRelation] = {}
+        self._txn: _Transaction | None = None
+        self._serial = 0
+        self.calls = 0
+        self.layout_verified: bool | None = None
+
+    # ------------------------------------------------------------------------------ sessions
+    def _connect(self) -> psycopg.Connection[Any]:
+        server = self.impl.server
+        db = self.impl.database
+        with server._guard("opening a probe session"):
+            conn = server._connect_raw(db.name)
+            for stmt in self.probe.session_sql():
+                conn.execute(stmt)
+            conn.execute("CREATE EXTENSION IF NOT EXISTS rsprobe")
+        return conn
+
+    def _sessions(self) -> tuple[psycopg.Connection[Any], psycopg.Connection[Any]]:
+        server = self.impl.server
+        if self._conn is None or self._generation != server.generation or self._conn.closed:
+            self.close_sessions()
+            self._conn = self._connect()
+            self._other = self._connect()
+            self._generation = server.generation
+            self._txn = None
+        assert self._other is not None
+        return self._conn, self._other
+
+    def close_sessions(self) -> None:
+        """Close both sessions (their transactions roll back: every pin is dropped)."""
+        for conn in (self._conn, self._other):
+            if conn is not None and not conn.closed:
+                conn.close()
+        self._conn = self._other = None
+        self._txn = None
+
+    def call(self, fn: str, *args: Any, other: bool = False) -> ProbeReport:
+        """``SELECT fn(args)`` on the stream's (or the other) session; the parsed report."""
+        conn, other_conn = self._sessions()
+        c = other_conn if other else conn
+        placeholders = ", ".join(["%s"] * len(args))
+        self.calls += 1
+        with self.impl.server._guard(f"probe call {fn}"):
+            row = c.execute(f"SELECT {fn}({placeholders})", args, prepare=True).fetchone()
+        assert row is not None
+        return ProbeReport(json.loads(row[0]))
+
+    def rollback(self) -> None:
+        """End the current test's transactions (every pin of both sessions is dropped)."""
+        if self._conn is not None and not self._conn.closed and self._other is not None:
+            with self.impl.server._guard("rolling back the probe sessions"):
+                self._conn.execute("ROLLBACK")
+                self._other.execute("ROLLBACK")
+        self._txn = None
+
+    def verify_layout(self) -> bool:
+        """Begin a one-block stream and see whether its layout is PostgreSQL 18's."""
+        table = self._table(1, 0)
+        conn, _ = self._sessions()
+        with self.impl.server._guard("verifying the stream layout"):
+            conn.execute("ROLLBACK")
+            conn.execute("BEGIN")
+        try:
+            rep = self.call("rsp_begin", table.oid, 0, 0, None, None, False, [0])
+            self.layout_verified = bool(rep.raw.get("layout_verified"))
+            self.call("rsp_end", int(rep.raw["id"]), [])
+        finally:
+            self.rollback()
+        return self.layout_verified
+
+    # ------------------------------------------------------------------------------ relations
+    def _table(self, nblocks: int, role: int) -> _ServerRelation:
+        key = (nblocks, role)
+        table = self._tables.get(key)
+        db = self.impl.database
+        if table is not None and table.spent:
+            with self.impl.server.connect(db.name) as c:
+                c.execute(f'DROP TABLE IF EXISTS "{table.name}"')
+            table = None
+        if table is None:
+            self._serial += 1
+            name = f"rsp_{nblocks}_{role}_{self._serial}"
+            db.create_wide_table(name, nblocks)
+            with self.impl.server.connect(db.name) as c:
+                row = c.execute("SELECT %s::regclass::oid", (name,)).fetchone()
+            assert row is not None
+            table = _ServerRelation(name, int(row[0]), nblocks)
+            self._tables[key] = table
+        return table
+
+    def forget_tables(self) -> None:
+        """After a restart or a rebuilt database nothing of the old tables is known."""
+        self._tables.clear()
+
+    # ------------------------------------------------------------------------------ begin
+    def _transaction(self, backend: Any) -> _Transaction:
+        """The transaction of the test that owns ``backend`` (a new test rolls the old one back)."""
+        conn, other = self._sessions()
+        txn = self._txn
+        if txn is not None and txn.backend is backend:
+            return txn
+        for c in (conn, other):
+            with self.impl.server._guard("starting a probe transaction"):
+                c.execute("ROLLBACK")
+                c.execute("BEGIN")
+        txn = _Transaction(backend)
+        self._txn = txn
+        settings = backend.settings
+        for name in _SESSION_GUCS:
+            value = str(getattr(settings, name))
+            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+        return txn
+
+    def _server_table(self, txn: _Transaction, rel: Any) -> _ServerRelation:
+        table = txn.tables.get(rel.relid)
+        if table is None:
+            from reference_impl import ForkNumber
+
+            n = rel.nblocks(ForkNumber.MAIN)
+            role = sum(1 for t in txn.tables.values() if t.nblocks == n)
+            table = self._table(n, role)
+            txn.tables[rel.relid] = table
+            txn.relids[table.oid] = rel.relid
+        return table
+
+    def _mirror_cache(self, txn: _Transaction, instance: Any, rel: Any) -> None:
+        """Evict the table and read back the blocks the model's pool holds."""
+        if rel.relid in txn.prepared:
+            return
+        table = self._server_table(txn, rel)
+        conn, _ = self._sessions()
+        with self.impl.server._guard("mirroring the cache state"):
+            conn.execute("SELECT pg_buffercache_evict_relation(%s::regclass)", (table.name,))
+            resident = sorted(instance.pool.resident_blocks(rel))
+            for first, last in _runs(resident):
+                conn.execute(
+                    "SELECT pg_prewarm(%s::regclass, 'buffer', 'main', %s, %s)", (table.name, first, last)
+                )
+        txn.prepared.add(rel.relid)
+
+    def _mirror_pins(self, txn: _Transaction, instance: Any, backend: Any, rel: Any) -> None:
+        """The model backend's pins (the consumer's) and other backends' pins on ``rel``."""
+        from reference_impl import ForkNumber
+
+        by_relid = {r.relid: r for r in instance.storage.relations()}
+        for buf, n in sorted(backend.pinned_buffers().items()):
+            if buf in txn.model_to_server:
+                continue
+            relid, fork, block = backend.buffer_tag(buf)
+            if fork != ForkNumber.MAIN or relid not in by_relid:
+                raise StreamUnavailable(f"the consumer pins a page the server cannot mirror (buffer {buf})")
+            table = self._server_table(txn, by_relid[relid])
+            for _ in range(n):
+                rep = self.call("rsp_pin", table.oid, 0, block)
+                txn.model_to_server[buf] = int(rep.raw["buffer"])
+        if rel.relid in txn.prepared and txn.other_pins:
+            return
+        table = self._server_table(txn, rel)
+        for other in instance.backends:
+            if other is backend:
+                continue
+            for buf in sorted(other.pinned_buffers()):
+                relid, fork, block = other.buffer_tag(buf)
+                if relid == rel.relid and fork == ForkNumber.MAIN:
+                    rep = self.call("rsp_pin", table.oid, 0, block, other=True)
+                    txn.other_pins[int(rep.raw["buffer"])] += 1
+
+    def begin(
+        self,
+        backend: Any,
+        rel: Any,
+        callback: Any,
+        private: Any,
+        *,
+        fork: Any,
+        flags: int,
+        strategy: Any,
+        per_buffer_data: bool,
+    ) -> RemoteStream:
+        """Mirror the harness's state on the server and begin its stream (see the module docstring)."""
+        from reference_impl import ForkNumber
+
+        instance = backend.instance
+        if int(fork) != int(ForkNumber.MAIN):
+            raise StreamUnavailable(
+                f"streams of fork {int(fork)}: the server tables are mirrored main forks only"
+            )
+        if rel.is_catalog or rel.persistence != "p":
+            raise StreamUnavailable("a catalog or non-permanent relation cannot be mirrored on the server")
+        if rel.tablespace_eic is not None or rel.tablespace_mic is not None:
+            raise StreamUnavailable("a tablespace's io concurrency cannot be mirrored on the server")
+        faults = instance.storage.faults
+        if getattr(faults, "faults", None) or getattr(faults, "foreign_ios", None):
+            raise StreamUnavailable("the server offers no fault injection (capability 'fault-injection')")
+        if getattr(callback, "fn", None) is not None or not isinstance(
+            getattr(callback, "blocks", None), list
+        ):
+            raise StreamUnavailable(
+                "the server's callback hands out a planned list of blocks; this callback computes "
+                "them on the fly (readstream_conformance.BlockSource without fn= plans them)"
+            )
+        if getattr(callback, "pause_at", None):
+            raise StreamUnavailable("PostgreSQL 18 has no read_stream_pause (capability 'pause-resume')")
+        self.impl.configure(backend.settings)
+        txn = self._transaction(backend)
+        table = self._server_table(txn, rel)
+        self._mirror_cache(txn, instance, rel)
+        self._mirror_pins(txn, instance, backend, rel)
+        kind = ring_kb = None
+        if strategy is not None:
+            kind = strategy.btype.value
+            ring_kb = strategy.nbuffers * _BLCKSZ_KB
+        planned = list(callback.blocks[callback.pos :]) if hasattr(callback, "pos") else list(callback.blocks)
+        rep = self.call(
+            "rsp_begin", table.oid, int(fork), int(flags), kind, ring_kb, per_buffer_data, planned
+        )
+        return RemoteStream(self, txn, rel, table, callback, private, rep, per_buffer_data, len(planned))
+
+
+def _runs(blocks: list[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for b in blocks:
+        if runs and b == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], b)
+        else:
+            runs.append((b, b))
+    return runs
+
+
+class RemoteStream:
+    """A server's ``ReadStream`` (``read_stream.c``) presented as the protocol's stream."""
+
+    def __init__(
+        self,
+        streams: RemoteStreams,
+        txn: _Transaction,
+        rel: Any,
+        table: _ServerRelation,
+        callback: Any,
+        private: Any,
+        report: ProbeReport,
+        per_buffer_data: bool,
+        sent: int,
+    ) -> None:
+        self._streams = streams
+        self._txn = txn
+        self.rel = rel
+        self._table = table
+        self._callback = callback
+        self._private = private
+        self._id = int(report.raw["id"])
+        self._per_buffer_data = per_buffer_data
+        self._sent_from = getattr(callback, "pos", 0)
+        self._sent = sent
+        self._tokens: dict[int, Any] = {}
+        self._produced = 0
+        self.ended = False
+        self.observation = ServerObservation(streams, txn, rel, table)
+        self.observation.absorb(report)
+
+    # -- the protocol -------------------------------------------------------------------
+    def next_buffer(self) -> int:
+        """``read_stream_next_buffer``: a pinned buffer the caller releases, or -1 at the end."""
+        return self._next()[0]
+
+    def next_buffer_with_data(self) -> tuple[int, Any]:
+        """``read_stream_next_buffer`` with the per-buffer data the callback stored."""
+        return self._next()
+
+    def reset(self) -> None:
+        """``read_stream_reset``."""
+        self._send_plan()
+        rep = self._streams.call("rsp_reset", self._id, self.observation.take_releases())
+        self._after(rep)
+
+    def end(self) -> None:
+        """``read_stream_end``."""
+        rep = self._streams.call("rsp_end", self._id, self.observation.take_releases())
+        self.ended = True
+        self._after(rep)
+
+    # -- introspection (only where the probe verified the stream's layout) --------------
+    def _field(self, name: str) -> int:
+        state = self.observation.last_stream
+        if state is None:
+            raise AttributeError(
+                f"the server stream's {name} is unknown (struct ReadStream layout not verified)"
+            )
+        return int(state[name])
+
+    @property
+    def max_pinned_buffers(self) -> int:
+        return self._field("max_pinned_buffers")
+
+    @property
+    def max_ios(self) -> int:
+        return self._field("max_ios")
+
+    @property
+    def distance(self) -> int:
+        return self._field("distance")
+
+    @property
+    def io_combine_limit(self) -> int:
+        return self._field("io_combine_limit")
+
+    # -- internals ------------------------------------------------------------------------
+    def _send_plan(self) -> None:
+        blocks = self._callback.blocks
+        start = self._sent_from + self._sent
+        if len(blocks) > start:
+            new = list(blocks[start:])
+            self._streams.call("rsp_plan", self._id, new)
+            self._sent += len(new)
+
+    def _next(self) -> tuple[int, Any]:
+        self._send_plan()
+        rep = self._streams.call("rsp_next", self._id, self.observation.take_releases())
+        self._after(rep)
+        buf = int(rep.raw.get("buffer", 0))
+        if buf == 0:
+            return _INVALID_BUFFER, None
+        self.observation.returned(rep)
+        data = self._tokens.pop(int(rep.raw.get("data", -1)), None) if self._per_buffer_data else None
+        return buf, data
+
+    def _after(self, rep: ProbeReport) -> None:
+        # The harness's callback sees each call the server's callback received, in order.
+        for block in rep.callback:
+            got = self._callback(self, self._private)
+            if self._per_buffer_data and isinstance(got, tuple):
+                got_block, token = got
+            else:
+                got_block, token = got, None
+            want = None if block < 0 else block
+            if (None if got_block == _INVALID_BLOCK else got_block) != want:
+                raise PgHarnessError(
+                    f"the harness callback gave block {got_block} where the server's callback handed "
+                    f"out {block}: the plan sent to the probe is out of step"
+                )
+            if block >= 0:
+                self._tokens[self._produced] = token
+                self._produced += 1
+        self.observation.absorb(rep)
+
+    def __repr__(self) -> str:
+        return f"RemoteStream(id={self._id}, table={self._table.name!r}, ended={self.ended})"
+
+
+class ServerObservation:
+    """The buffer manager of the server's stream session, as the harness's checks see it.
+
+    Buffer numbers are the server's. The consumer's pins are those the probe holds for it
+    (returned buffers until released, pins mirrored from the model); the stream's are the
+    buffers in its queue (``pinned_buffers`` and ``forwarded_buffers`` of a verified layout) or,
+    when the layout is not verified, the relation's pinned buffers in the shared descriptors that
+    the other session does not hold.
+    """
+
+    def __init__(self, streams: RemoteStreams, txn: _Transaction, rel: Any, table: _ServerRelation) -> None:
+        self._streams = streams
+        self._txn = txn
+        self.rel = rel
+        self._table = table
+        self._observer: Any = None
+        self._held: Counter[int] = Counter()
+        self._pending: list[int] = []
+        self._stream_pins: Counter[int] = Counter()
+        self._tags: dict[int, tuple[int, int, int]] = {}
+        self._valid: dict[int, bool] = {}
+        self._log: list[Any] = []
+        self._traced = streams.probe.traced
+        self.last_stream: dict[str, Any] | None = None
+        self.blind_to_reads: str | None = (
+            None
+            if self._traced
+            else (
+                "the probe runs the server's own read_stream.c, which shows no individual "
+                "StartReadBuffers/WaitReadBuffers calls (they are seen with the traced copy of issue 12)"
+            )
+        )
+
+    # -- feeding ----------------------------------------------------------------------------
+    def bind(self, observer: Any) -> None:
+        self._observer = observer
+
+    def take_releases(self) -> list[int]:
+        out, self._pending = self._pending, []
+        return out
+
+    def returned(self, rep: ProbeReport) -> None:
+        buf = int(rep.raw["buffer"])
+        self._valid[buf] = bool(rep.raw.get("valid"))
+        relid = self.rel.relid if rep.raw.get("same_relation") else -1
+        self._tags[buf] = (relid, int(rep.raw.get("fork", 0)), int(rep.raw["block"]))
+
+    def absorb(self, rep: ProbeReport) -> None:
+        """Take the pins, tags and trace a probe call reported."""
+        for buf, block, _refs in rep.raw.get("rel_pins", []):
+            self._tags[int(buf)] = (self.rel.relid, 0, int(block))
+        self._held = Counter(rep.held)
+        for buf in self._pending:
+            self._held[buf] -= 1
+        self._held = +self._held
+        state = rep.stream
+        if "stream" in rep.raw:
+            self.last_stream = state
+            if state is not None:
+                self._stream_pins = Counter(int(b) for b in state["buffers"]) + Counter(
+                    int(b) for b in state["forwarded"]
+                )
+            elif rep.raw.get("ended"):
+                self._stream_pins = Counter()
+            else:
+                # Layout not verified: the relation's pinned buffers no other session holds.
+                mine: Counter[int] = Counter()
+                for buf, _block, _refs in rep.raw.get("rel_pins", []):
+                    if self._txn.other_pins.get(int(buf), 0) == 0 and int(buf) not in self._held:
+                        mine[int(buf)] = 1
+                self._stream_pins = mine
+        trace = rep.trace
+        if trace is not None and self._observer is not None:
+            self._absorb_trace(trace)
+
+    def _absorb_trace(self, trace: list[list[Any]]) -> None:
+        obs = self._observer
+        fork_name = _main_fork_name()
+        for kind, buf, blocknum, asked, accepted, forwarded, additional, _flags, must_wait in trace:
+            if kind == 1:
+                limit = _INT16_MAX if additional < 0 else int(additional)
+                obs.record_start(
+                    int(buf), None, int(blocknum), int(asked), int(accepted), bool(must_wait),
+                    limit, int(forwarded), 0, check=True,
+                )  # fmt: skip
+                if must_wait:
+                    self._log.append(
+                        _ReadRecord(self.rel.name, fork_name, int(blocknum), int(accepted), None, -1)
+                    )
+            else:
+                obs.record_wait(int(buf), 0)
+
+    # -- the StreamObservation protocol -----------------------------------------------------
+    def read_log(self) -> list[Any]:
+        return self._log
+
+    def backend_id(self) -> int:
+        # The records carry no I/O context (pg_stat_io is not attributed per read): never "ours".
+        return -2
+
+    def consumer_buffers(self, held: Counter[int]) -> Counter[int]:
+        out: Counter[int] = Counter()
+        for buf, n in held.items():
+            out[self._txn.model_to_server.get(buf, buf)] += n
+        return out
+
+    def pinned_buffers(self) -> dict[int, int]:
+        return dict(self._held + self._stream_pins)
+
+    def pin_count(self, buf: int) -> int:
+        return self._held[buf] + self._stream_pins[buf]
+
+    def buffer_tag(self, buf: int) -> tuple[int, Any, int]:
+        from reference_impl import ForkNumber
+
+        relid, fork, block = self._tags.get(buf, (-1, 0, -1))
+        return relid, ForkNumber(fork), block
+
+    def is_valid(self, buf: int) -> bool:
+        return self._valid.get(buf, False)
+
+    def release_buffer(self, buf: int) -> None:
+        if self._held[buf] <= 0:
+            raise PgHarnessError(f"the consumer releases buffer {buf}, which it does not hold")
+        self._held[buf] -= 1
+        self._held = +self._held
+        self._pending.append(buf)
+        # A pin mirrored from the model backend is that backend's pin too: release both.
+        for model_buf, server_buf in list(self._txn.model_to_server.items()):
+            if server_buf == buf:
+                del self._txn.model_to_server[model_buf]
+                self._txn.backend.release_buffer(model_buf)
+                break
+
+    def flush(self) -> None:
+        """Send the consumer's pending releases now."""
+        if self._pending:
+            rep = self._streams.call("rsp_release", self.take_releases())
+            self.absorb(ProbeReport({k: v for k, v in rep.raw.items()}))
+
+    def other_pin(self, rel: Any, block: int, fork: Any) -> None:
+        table = self._streams._server_table(self._txn, rel)
+        rep = self._streams.call("rsp_pin", table.oid, int(fork), block, other=True)
+        self._txn.other_pins[int(rep.raw["buffer"])] += 1
+
+    def other_release(self) -> None:
+        _, other = self._streams._sessions()
+        with self._streams.impl.server._guard("releasing the other session's pins"):
+            other.execute("ROLLBACK")
+            other.execute("BEGIN")
+        self._txn.other_pins.clear()
+
+    def evict(self, rel: Any) -> None:
+        table = self._streams._server_table(self._txn, rel)
+        self.flush()
+        conn, _ = self._streams._sessions()
+        with self._streams.impl.server._guard("evicting"):
+            conn.execute("SELECT pg_buffercache_evict_relation(%s::regclass)", (table.name,))
+
+    def grow(self, rel: Any, fork: Any, nblocks: int) -> None:
+        rel.extend(fork, nblocks)
+        table = self._streams._server_table(self._txn, rel)
+        table.spent = True  # no longer of its shape: rebuilt for the next test that wants it
+        db = self._streams.impl.database
+        server = self._streams.impl.server
+        with server._guard("growing a table"), server._connect_raw(db.name) as c:
+            first = c.execute("SELECT pg_relation_size(%s::regclass) / 8192", (table.name,)).fetchone()
+            c.execute(
+                f"INSERT INTO \"{table.name}\" SELECT g, repeat('x', 5000) FROM generate_series(1, %s) g",
+                (nblocks,),
+            )
+            assert first is not None
+            # The model's new blocks are in storage only; the server's inserter left them cached.
+            c.execute(
+                "SELECT count(pg_buffercache_evict(b.bufferid)) FROM pg_buffercache b "
+                "WHERE b.relfilenode = pg_relation_filenode(%s::regclass) AND b.relforknumber = 0 "
+                "AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND b.relblocknumber >= %s",
+                (table.name, int(first[0])),
+            )
+
+    def abort(self) -> None:
+        # The next stream of the test starts a new transaction and mirrors the model again.
+        self._streams.rollback()
+        self._held.clear()
+        self._pending.clear()
+        self._stream_pins.clear()
+        self._txn.model_to_server.clear()
