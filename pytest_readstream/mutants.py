@@ -40,7 +40,14 @@ from reference_impl.buffers.strategy import get_access_strategy_pin_limit
 from .protocol import ScanOutcome, ScanRequest
 from .reference import ReferenceImplementation
 
-__all__ = ["MUTANTS", "MutantImplementation", "mutant_doc", "run_kill_matrix", "format_kill_matrix"]
+__all__ = [
+    "MUTANTS",
+    "MutantImplementation",
+    "format_kill_matrix",
+    "mutant_doc",
+    "run_kill_matrix",
+    "run_suite",
+]
 
 
 # ------------------------------------------------------------------------------ the stream changes
@@ -568,9 +575,9 @@ def run_kill_matrix(
     args = list(pytest_args or [])
     out: dict[str, Any] = {"schema": 1, "pytest_args": args, "mutants": {}}
     if include_reference:
-        out["reference"] = _run_suite("reference", args, timeout_s)
+        out["reference"] = run_suite("reference", args, timeout_s)
     for name in names:
-        res = _run_suite(f"mutant:{name}", args, timeout_s)
+        res = run_suite(f"mutant:{name}", args, timeout_s)
         out["mutants"][name] = {
             "doc": mutant_doc(name),
             "killed": bool(res["failed"]),
@@ -591,7 +598,11 @@ def run_kill_matrix(
     return out
 
 
-def _run_suite(impl: str, args: list[str], timeout_s: float) -> dict[str, Any]:
+def run_suite(impl: str, args: list[str], timeout_s: float) -> dict[str, Any]:
+    """One ``pytest --pyargs readstream_conformance --readstream-impl=impl ARGS`` run in a subprocess.
+
+    Returns the failed test ids (from the kill-matrix recorder), counts and the exit code.
+    """
     with tempfile.TemporaryDirectory(prefix="readstream-kill-") as tmp:
         record = Path(tmp) / "outcomes.json"
         cmd = [
@@ -627,14 +638,14 @@ def _run_suite(impl: str, args: list[str], timeout_s: float) -> dict[str, Any]:
     return result
 
 
-def format_kill_matrix(result: dict[str, Any], *, examples: int = 3) -> str:
+def format_kill_matrix(result: dict[str, Any], *, examples: int = 3, reference: str = "reference") -> str:
     """The kill matrix of :func:`run_kill_matrix` as a text table (what ``readstream mutants`` prints).
 
     One line per mutant: killed or SURVIVED, how many tests killed it, and the first
     ``examples`` of them (test functions, parameters folded); then the reference's line.
     """
     rows = []
-    width = max((len(n) for n in result["mutants"]), default=7)
+    width = max([len(reference), *(len(n) for n in result["mutants"])])
     for name, m in sorted(result["mutants"].items()):
         funcs: dict[str, int] = {}
         for test in m["killing_tests"]:
@@ -651,7 +662,7 @@ def format_kill_matrix(result: dict[str, Any], *, examples: int = 3) -> str:
         failed = ref["failed"]
         lines.append("-" * len(header))
         lines.append(
-            f"{'reference':<{width}}  {'clean' if not failed and ref['exit_code'] == 0 else 'FAILED':<8}  "
+            f"{reference:<{width}}  {'clean' if not failed and ref['exit_code'] == 0 else 'FAILED':<8}  "
             f"{len(failed):>4}  {', '.join(failed[:examples])}"
             + (f" (passed {ref['passed']}, skipped {ref['skipped']})" if not failed else "")
         )
