@@ -555,10 +555,10 @@ class ServerObservation:
                 self._stream_pins = Counter(int(b) for b in state["buffers"]) + Counter(
                     int(b) for b in state["forwarded"]
                 )
-            elif rep.raw.get("ended"):
-                self._stream_pins = Counter()
             else:
-                # Layout not verified: the relation's pinned buffers no other session holds.
+                # Layout not verified, or the stream ended (a correct end leaves nothing; a pin
+                # that a broken stream leaked must be seen, not assumed away): the relation's
+                # pinned buffers that neither the consumer nor the other session holds.
                 mine: Counter[int] = Counter()
                 for buf, _block, _refs in rep.raw.get("rel_pins", []):
                     if self._txn.other_pins.get(int(buf), 0) == 0 and int(buf) not in self._held:
