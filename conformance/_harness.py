@@ -491,6 +491,10 @@ class StreamDriver:
         self.begin = begin
         # The model's reads before the stream are not the stream's.
         model_log = ModelObservation(instance, backend).read_log()
+        if model_log is None:
+            raise ConformanceViolation(
+                "the harness needs a backend that records its reads (record_reads=True)"
+            )
         log_mark = len(model_log)
         self.stream = begin(
             rel, source, private, fork=fork, flags=flags, strategy=strategy, per_buffer_data=per_buffer_data
@@ -499,11 +503,18 @@ class StreamDriver:
         self.obs: StreamObservation = observation_for(self.stream, instance, backend)
         self.obs.bind(self.observer)
         self.observer.blind = self.obs.blind_to_reads
+        if eviction_possible is None and not self.eviction_possible:
+            # A server's pool also holds pages of other relations (its catalogs): with them the
+            # relation may not fit, and a block may leave the pool and be read again.
+            others = self.obs.other_pages()
+            self.eviction_possible = rel.nblocks(fork) + 8 + others > self.settings.nbuffers
         translate = getattr(self.obs, "consumer_buffers", None)
         if translate is not None:
             # Buffers the consumer pinned before the stream, as the stream's buffer manager numbers them.
             self.held = translate(self.held)
-        self._log = self.obs.read_log()
+        log = self.obs.read_log()
+        assert log is not None, "an observation source that a stream brings keeps a read log"
+        self._log = log
         self._log_seen = log_mark if self._log is model_log else 0
         self._step("stream = begin", "the stream is begun")
         self.check()

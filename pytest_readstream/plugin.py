@@ -224,11 +224,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         close()
 
 
+def _capabilities(impl: Any) -> frozenset[str]:
+    """What the implementation offers for its default settings (``capabilities_for(None)``): a
+    server's stream capabilities are known only once its probe was built and loaded."""
+    from .implementations import capabilities_for
+
+    return capabilities_for(impl, None)
+
+
 def _impl_description(config: pytest.Config) -> str:
     state = _state(config)
     opts = state.options
     impl = state.implementation
-    caps = ", ".join(sorted(impl.capabilities)) or "none"
+    caps = ", ".join(sorted(_capabilities(impl))) or "none"
     source = "" if opts.impl_source == "default" else f", from {opts.describe_impl_source()}"
     return f"{opts.impl} ({type(impl).__name__}{source}); capabilities: {caps}"
 
@@ -365,7 +373,7 @@ class _Results:
                 "source": state.options.impl_source,
                 "name": getattr(impl, "name", None),
                 "class": f"{type(impl).__module__}.{type(impl).__qualname__}",
-                "capabilities": sorted(impl.capabilities),
+                "capabilities": sorted(_capabilities(impl)),
             },
             seed=state.options.seed,
             exitstatus=int(exitstatus),

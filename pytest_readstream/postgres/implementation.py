@@ -60,7 +60,7 @@ import psycopg
 from psycopg import sql
 
 from ..protocol import ScanOutcome, ScanRequest
-from ._cbuild import CBuildUnavailable
+from ._cbuild import CBuildUnavailable, server_headers
 from ._cluster import embedded_bindir
 from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
 from .observe import evict, measure, pinned_buffers
@@ -89,6 +89,8 @@ _EXTRA_GUCS = (
     "vacuum_cost_page_dirty",
 )
 _CORRUPT_PAGE = bytes([0xA5]) * _BLCKSZ
+#: Stream capabilities that need a function stock PostgreSQL 18 lacks (its read_stream.h says).
+_STREAM_FUNCTIONS = {"set-strategy": "read_stream_set_strategy", "pause-resume": "read_stream_pause"}
 
 
 def server_settings_for(settings: Any) -> ServerSettings:
@@ -219,11 +221,25 @@ class PostgresImplementation:
 
     def why_lacking(self, capability: str) -> str | None:
         """Why a stream capability is missing (one line), when the reason is known."""
+        if capability in _STREAM_FUNCTIONS:
+            fn = _STREAM_FUNCTIONS[capability]
+            if self._stream_header_declares(fn):
+                return f"the server declares {fn}(), but the probe does not drive it"
+            return f"the server's storage/read_stream.h declares no {fn}() (stock PostgreSQL 18 has none)"
         if capability in ("stream-api", "per-buffer-data", "introspection") and self._stream_problem:
             return self._stream_problem
         if capability == "introspection" and self._streams is not None and not self._streams.layout_verified:
             return "the server's struct ReadStream does not have PostgreSQL 18's layout (checked at run time)"
         return None
+
+    def _stream_header_declares(self, function: str) -> bool:
+        """Whether the server's ``storage/read_stream.h`` declares ``function``."""
+        try:
+            include = server_headers(Path(self.bindir or embedded_bindir())).include_dir
+            text = (include / "storage" / "read_stream.h").read_text()
+        except (OSError, PgNotAvailable):
+            return False
+        return f"{function}(" in text
 
     def _check_streams(self) -> None:
         """Build and load the probe once, and verify the stream's layout (see ``probe_build``)."""
@@ -251,6 +267,10 @@ class PostgresImplementation:
             return
         except psycopg.Error as err:
             self._stream_problem = f"the probe extension does not load: {str(err).strip().splitlines()[0]}"
+            return
+        except (PgNotAvailable, PgStartupError, PgServerDied) as err:
+            # The scans report the server's trouble themselves; the stream tests name it once.
+            self._stream_problem = f"the server could not be used to drive its stream: {err}"
             return
         self._streams = streams
 

@@ -38,7 +38,8 @@ _EXTENSION_FILES = ("rsprobe.control", "rsprobe--1.0.sql")
 
 @dataclass(frozen=True)
 class ProbeInstall:
-    """A built probe: the directory holding ``rsprobe.so`` and its extension files."""
+    """A built probe (``rsprobe.c``, driving ``read_stream.c``): the directory holding ``rsprobe.so``
+    and its extension files."""
 
     directory: Path
     server_version: str

@@ -9,8 +9,10 @@ the server's ``read_stream_begin_relation`` / ``read_stream_next_buffer`` / ``re
 * **Settings.** The model's settings are applied (``PostgresImplementation.configure``: server
   level, restarting only on a change) and its session GUCs set in the stream's transaction.
 * **Relations.** One server table per relation shape (``nblocks``; one table per relation role
-  of a test), built once (``ScratchDatabase.create_wide_table``) and reused by every later test
-  of that shape; a table that grew is rebuilt.
+  of a test), made once of all-zero pages (the probe's ``rsp_extend``: ``smgrzeroextend``, so a
+  relation of a whole segment costs no more than a small one; a zeroed page passes verification
+  and a stream reads it like any other) and reused by every later test of that shape; a table
+  that grew is rebuilt.
 * **Cache and pins.** When a test's first stream begins, the table is evicted and the blocks
   the model's pool holds are read back (``pg_prewarm``); the model backend's own pins are taken
   on the server by the stream's session, other model backends' pins on the relation by a second
@@ -20,6 +22,7 @@ the server's ``read_stream_begin_relation`` / ``read_stream_next_buffer`` / ``re
   (``callback.blocks``, sent again when the test adds some); after every call the harness
   callback is called once for each call the server's callback received, so it sees exactly the
   calls (and ends) the real stream made, and per-buffer data is the harness's own token.
+  ``block_range_read_stream_cb`` is planned as its range, fixed when the stream begins.
 
 :class:`ServerObservation` is the stream's ``observation``: what the harness's checks read
 (pins, buffer tags, page validity, reads), taken from the probe's report of each call. The
@@ -37,15 +40,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psycopg
 
 from .errors import PgHarnessError
 from .probe_build import ProbeInstall
-
-if TYPE_CHECKING:
-    from .implementation import PostgresImplementation
 
 __all__ = ["RemoteStreams", "RemoteStream", "ServerObservation", "StreamUnavailable", "ProbeReport"]
 
@@ -56,13 +56,25 @@ _BLCKSZ_KB = 8
 _SESSION_GUCS = ("io_combine_limit", "effective_io_concurrency", "maintenance_io_concurrency")
 
 
+class _ServerOwner(Protocol):
+    """What the streams need of their implementation (``PostgresImplementation``)."""
+
+    @property
+    def server(self) -> Any: ...
+
+    @property
+    def database(self) -> Any: ...
+
+    def configure(self, settings: Any) -> str: ...
+
+
 class StreamUnavailable(Exception):
-    """A stream the server cannot run as asked (the message says why)."""
+    """A stream the server cannot run as asked by ``read_stream_begin_relation`` (the message says why)."""
 
 
 @dataclass
 class ProbeReport:
-    """One probe call's JSON report, parsed."""
+    """One probe call's JSON report (``rsprobe.c``: a ``read_stream.c`` call and what ``bufmgr.c`` shows after it)."""
 
     raw: dict[str, Any]
 
@@ -120,6 +132,9 @@ class _Transaction:
     prepared: set[int] = field(default_factory=set)  # model relids whose cache state is mirrored
     model_to_server: dict[int, int] = field(default_factory=dict)  # consumer pins mirrored
     other_pins: Counter[int] = field(default_factory=Counter)  # server buffer -> other pins
+    in_test_pins: list[int] = field(default_factory=list)  # of those, taken by d.other_pin()
+    mirrored_others: set[int] = field(default_factory=set)  # model relids whose others' pins are taken
+    other_pages: int = 0  # pages of other relations (catalogs) in the pool when the test began
 
 
 def _main_fork_name() -> str:
@@ -130,9 +145,11 @@ def _main_fork_name() -> str:
 
 
 class RemoteStreams:
-    """Streams of one server, for one implementation object (one xdist worker)."""
+    """The server's ``read_stream_begin_relation`` (``read_stream.c``) for one implementation object
+    (one xdist worker): its probe sessions, the tables standing in for model relations, and the
+    transaction of the current test."""
 
-    def __init__(self, impl: PostgresImplementation, probe: ProbeInstall) -> None:
+    def __init__(self, impl: _ServerOwner, probe: ProbeInstall) -> None:
         self.impl = impl
         self.probe = probe
         self._conn: psycopg.Connection[Any] | None = None
@@ -212,21 +229,27 @@ class RemoteStreams:
     def _table(self, nblocks: int, role: int) -> _ServerRelation:
         key = (nblocks, role)
         table = self._tables.get(key)
-        db = self.impl.database
         if table is not None and table.spent:
-            with self.impl.server.connect(db.name) as c:
+            with self._admin() as c:
                 c.execute(f'DROP TABLE IF EXISTS "{table.name}"')
             table = None
         if table is None:
             self._serial += 1
             name = f"rsp_{nblocks}_{role}_{self._serial}"
-            db.create_wide_table(name, nblocks)
-            with self.impl.server.connect(db.name) as c:
+            with self._admin() as c:
+                c.execute(f'CREATE TABLE "{name}" (x int) WITH (autovacuum_enabled = off)')
                 row = c.execute("SELECT %s::regclass::oid", (name,)).fetchone()
-            assert row is not None
+                assert row is not None
+                c.execute("SELECT rsp_extend(%s::regclass, %s)", (name, nblocks))
             table = _ServerRelation(name, int(row[0]), nblocks)
             self._tables[key] = table
         return table
+
+    def _admin(self) -> psycopg.Connection[Any]:
+        """A short autocommit connection with the probe loaded (tables, growth)."""
+        self._sessions()  # the extension exists in the database from here on
+        conn = self._connect()
+        return conn
 
     def forget_tables(self) -> None:
         """After a restart or a rebuilt database nothing of the old tables is known."""
@@ -271,6 +294,8 @@ class RemoteStreams:
         conn, _ = self._sessions()
         with self.impl.server._guard("mirroring the cache state"):
             conn.execute("SELECT pg_buffercache_evict_relation(%s::regclass)", (table.name,))
+            row = conn.execute("SELECT count(*) FROM pg_buffercache WHERE relfilenode IS NOT NULL").fetchone()
+            txn.other_pages = int(row[0]) if row is not None else 0
             resident = sorted(instance.pool.resident_blocks(rel))
             for first, last in _runs(resident):
                 conn.execute(
@@ -293,8 +318,9 @@ class RemoteStreams:
             for _ in range(n):
                 rep = self.call("rsp_pin", table.oid, 0, block)
                 txn.model_to_server[buf] = int(rep.raw["buffer"])
-        if rel.relid in txn.prepared and txn.other_pins:
+        if rel.relid in txn.mirrored_others:
             return
+        txn.mirrored_others.add(rel.relid)
         table = self._server_table(txn, rel)
         for other in instance.backends:
             if other is backend:
@@ -332,12 +358,16 @@ class RemoteStreams:
         faults = instance.storage.faults
         if getattr(faults, "faults", None) or getattr(faults, "foreign_ios", None):
             raise StreamUnavailable("the server offers no fault injection (capability 'fault-injection')")
-        if getattr(instance.pool, "foreign_reads", 0):
-            # Another backend's read in progress (start_foreign_io) exists only in the model; with
-            # the traced copy the server's stream would be judged on reads it rightly made itself.
-            raise StreamUnavailable("another backend's I/O in progress cannot be mirrored on the server")
-        if getattr(callback, "fn", None) is not None or not isinstance(
-            getattr(callback, "blocks", None), list
+        pool = instance.pool
+        for buf, io in enumerate(pool.buf_io):
+            if io is not None and pool.tag[buf] >= 0 and backend.buffer_tag(buf)[0] == rel.relid:
+                raise StreamUnavailable(
+                    "another backend's I/O in progress on the relation cannot be mirrored on the server"
+                )
+        fixed = _block_range(callback, private)
+        if fixed is None and (
+            getattr(callback, "fn", None) is not None
+            or not isinstance(getattr(callback, "blocks", None), list)
         ):
             raise StreamUnavailable(
                 "the server's callback hands out a planned list of blocks; this callback computes "
@@ -354,11 +384,29 @@ class RemoteStreams:
         if strategy is not None:
             kind = strategy.btype.value
             ring_kb = strategy.nbuffers * _BLCKSZ_KB
-        planned = list(callback.blocks[callback.pos :]) if hasattr(callback, "pos") else list(callback.blocks)
+        if fixed is not None:
+            planned = fixed
+        elif hasattr(callback, "pos"):
+            planned = list(callback.blocks[callback.pos :])
+        else:
+            planned = list(callback.blocks)
         rep = self.call(
             "rsp_begin", table.oid, int(fork), int(flags), kind, ring_kb, per_buffer_data, planned
         )
-        return RemoteStream(self, txn, rel, table, callback, private, rep, per_buffer_data, len(planned))
+        stream = RemoteStream(self, txn, rel, table, callback, private, rep, per_buffer_data, len(planned))
+        stream._fixed_plan = fixed is not None
+        return stream
+
+
+def _block_range(callback: Any, private: Any) -> list[int] | None:
+    """The blocks ``block_range_read_stream_cb`` will hand out (its range is fixed at the start)."""
+    from reference_impl import BlockRangeReadStreamPrivate, block_range_read_stream_cb
+
+    if getattr(callback, "fn", None) is block_range_read_stream_cb and isinstance(
+        private, BlockRangeReadStreamPrivate
+    ):
+        return list(range(private.current_blocknum, private.last_exclusive))
+    return None
 
 
 def _runs(blocks: list[int]) -> list[tuple[int, int]]:
@@ -398,6 +446,7 @@ class RemoteStream:
         self._sent = sent
         self._tokens: dict[int, Any] = {}
         self._produced = 0
+        self._fixed_plan = False  # block_range_read_stream_cb: the whole range was sent at the start
         self.ended = False
         self.observation = ServerObservation(streams, txn, rel, table)
         self.observation.absorb(report)
@@ -418,7 +467,9 @@ class RemoteStream:
         self._after(rep)
 
     def end(self) -> None:
-        """``read_stream_end``."""
+        """``read_stream_end`` (again after an end: nothing, as the server's stream is gone)."""
+        if self.ended:
+            return
         rep = self._streams.call("rsp_end", self._id, self.observation.take_releases())
         self.ended = True
         self._after(rep)
@@ -427,8 +478,9 @@ class RemoteStream:
     def _field(self, name: str) -> int:
         state = self.observation.last_stream
         if state is None:
-            raise AttributeError(
-                f"the server stream's {name} is unknown (struct ReadStream layout not verified)"
+            raise PgHarnessError(
+                f"the server stream's {name} is unknown: its struct ReadStream fails the layout check "
+                "after this call (a counter outside its bounds: a broken stream, or not PostgreSQL 18's layout)"
             )
         return int(state[name])
 
@@ -450,6 +502,8 @@ class RemoteStream:
 
     # -- internals ------------------------------------------------------------------------
     def _send_plan(self) -> None:
+        if self._fixed_plan:
+            return
         blocks = self._callback.blocks
         start = self._sent_from + self._sent
         if len(blocks) > start:
@@ -492,7 +546,7 @@ class RemoteStream:
 
 
 class ServerObservation:
-    """The buffer manager of the server's stream session, as the harness's checks see it.
+    """The buffer manager (``bufmgr.c``) of the server's stream session, as the harness's checks see it.
 
     Buffer numbers are the server's. The consumer's pins are those the probe holds for it
     (returned buffers until released, pins mirrored from the model); the stream's are the
@@ -513,10 +567,15 @@ class ServerObservation:
         self._tags: dict[int, tuple[int, int, int]] = {}
         self._valid: dict[int, bool] = {}
         self._log: list[Any] = []
+        # Buffers returned without a pin (the probe lists them as held; the descriptor says not).
+        self._unpinned: set[int] = set()
+        # Starts the stream has not waited for yet: first buffer -> [(key, first block, nblocks)].
+        self._open: dict[int, list[tuple[int, int, int]]] = {}
+        self._keys = 0
         self._traced = streams.probe.traced
-        self._op_seq = 0
-        self._open_ops: dict[int, list[tuple[int, int, int]]] = {}  # first buffer -> (key, block, n)
         self.last_stream: dict[str, Any] | None = None
+        #: The relation's pinned blocks in the shared descriptors after the last call: block -> refcount.
+        self.shared_pins: dict[int, int] = {}
         self.blind_to_reads: str | None = (
             None
             if self._traced
@@ -537,15 +596,24 @@ class ServerObservation:
     def returned(self, rep: ProbeReport) -> None:
         buf = int(rep.raw["buffer"])
         self._valid[buf] = bool(rep.raw.get("valid"))
+        if int(rep.raw.get("shared_refs", 1)) == 0:
+            # Nobody pins it: the stream handed the buffer back without the caller's pin.
+            self._held[buf] -= 1
+            self._held = +self._held
+            self._unpinned.add(buf)
         relid = self.rel.relid if rep.raw.get("same_relation") else -1
         self._tags[buf] = (relid, int(rep.raw.get("fork", 0)), int(rep.raw["block"]))
 
     def absorb(self, rep: ProbeReport) -> None:
         """Take the pins, tags and trace a probe call reported."""
+        if "rel_pins" in rep.raw:
+            self.shared_pins = {int(block): int(refs) for _buf, block, refs in rep.raw["rel_pins"]}
         for buf, block, _refs in rep.raw.get("rel_pins", []):
             self._tags[int(buf)] = (self.rel.relid, 0, int(block))
         self._held = Counter(rep.held)
         for buf in self._pending:
+            self._held[buf] -= 1
+        for buf in self._unpinned:
             self._held[buf] -= 1
         self._held = +self._held
         state = rep.stream
@@ -576,30 +644,30 @@ class ServerObservation:
         obs = self._observer
         fork_name = _main_fork_name()
         for kind, buf, blocknum, asked, accepted, forwarded, additional, _flags, must_wait in trace:
+            buf, blocknum, accepted = int(buf), int(blocknum), int(accepted)
             if kind == 1:
-                self._op_seq += 1
-                key = self._op_seq
+                self._keys += 1
+                key = self._keys
                 limit = _INT16_MAX if additional < 0 else int(additional)
                 obs.record_start(
-                    key, None, int(blocknum), int(asked), int(accepted), bool(must_wait),
+                    key, None, blocknum, int(asked), accepted, bool(must_wait),
                     limit, int(forwarded), 0, check=True,
                 )  # fmt: skip
-                if must_wait:
-                    first, n = int(blocknum), int(accepted)
-                    # A start over blocks an open operation of this stream already covers waits
-                    # for that I/O (StartReadBuffers returns true under io_method=sync, where the
-                    # read happens in the first WaitReadBuffers): it is no second read.
-                    repeat = any(
-                        first < b + m and b < first + n for ops in self._open_ops.values() for _k, b, m in ops
-                    )
-                    self._open_ops.setdefault(int(buf), []).append((key, first, n))
-                    if not repeat:
-                        self._log.append(_ReadRecord(self.rel.name, fork_name, first, n, None, -1))
+                if not must_wait:
+                    continue
+                # A start whose first block an earlier start of the stream is still reading waits
+                # for that I/O (StartReadBuffers finds it in progress): it reads nothing itself.
+                joined = any(
+                    first <= blocknum < first + n for opens in self._open.values() for _k, first, n in opens
+                )
+                self._open.setdefault(buf, []).append((key, blocknum, accepted))
+                if not joined:
+                    self._log.append(_ReadRecord(self.rel.name, fork_name, blocknum, accepted, None, -1))
             else:
-                ops = self._open_ops.get(int(buf))
-                key = ops.pop(0)[0] if ops else -1
-                if ops == []:
-                    del self._open_ops[int(buf)]
+                opens = self._open.get(buf)
+                key = opens.pop(0)[0] if opens else -1
+                if opens is not None and not opens:
+                    del self._open[buf]
                 obs.record_wait(key, 0)
 
     # -- the StreamObservation protocol -----------------------------------------------------
@@ -609,6 +677,9 @@ class ServerObservation:
     def backend_id(self) -> int:
         # The records carry no I/O context (pg_stat_io is not attributed per read): never "ours".
         return -2
+
+    def other_pages(self) -> int:
+        return self._txn.other_pages
 
     def consumer_buffers(self, held: Counter[int]) -> Counter[int]:
         out: Counter[int] = Counter()
@@ -653,14 +724,18 @@ class ServerObservation:
     def other_pin(self, rel: Any, block: int, fork: Any) -> None:
         table = self._streams._server_table(self._txn, rel)
         rep = self._streams.call("rsp_pin", table.oid, int(fork), block, other=True)
-        self._txn.other_pins[int(rep.raw["buffer"])] += 1
+        buf = int(rep.raw["buffer"])
+        self._txn.other_pins[buf] += 1
+        self._txn.in_test_pins.append(buf)
 
     def other_release(self) -> None:
-        _, other = self._streams._sessions()
-        with self._streams.impl.server._guard("releasing the other session's pins"):
-            other.execute("ROLLBACK")
-            other.execute("BEGIN")
-        self._txn.other_pins.clear()
+        # Only what the test's other backend pinned; the scenario's other backends keep theirs.
+        txn = self._txn
+        if txn.in_test_pins:
+            self._streams.call("rsp_release", list(txn.in_test_pins), other=True)
+            txn.other_pins.subtract(txn.in_test_pins)
+            txn.other_pins = +txn.other_pins
+            txn.in_test_pins.clear()
 
     def evict(self, rel: Any) -> None:
         table = self._streams._server_table(self._txn, rel)
@@ -673,23 +748,9 @@ class ServerObservation:
         rel.extend(fork, nblocks)
         table = self._streams._server_table(self._txn, rel)
         table.spent = True  # no longer of its shape: rebuilt for the next test that wants it
-        db = self._streams.impl.database
-        server = self._streams.impl.server
-        with server._guard("growing a table"), server._connect_raw(db.name) as c:
-            first = c.execute("SELECT pg_relation_size(%s::regclass) / 8192", (table.name,)).fetchone()
-            c.execute(
-                f"INSERT INTO \"{table.name}\" SELECT g, repeat('x', 5000) FROM generate_series(1, %s) g",
-                (nblocks,),
-            )
-            assert first is not None
-            # The model's new blocks are in storage only; the server's inserter left them cached.
-            c.execute(
-                "SELECT count(pg_buffercache_evict(b.bufferid)) FROM pg_buffercache b "
-                "WHERE b.relfilenode = pg_relation_filenode(%s::regclass) AND b.relforknumber = 0 "
-                "AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND b.relblocknumber >= %s",
-                (table.name, int(first[0])),
-            )
+        # Another backend extends it; the new blocks are in storage only, as the model's are.
+        with self._streams.impl.server._guard("growing a table"), self._streams._admin() as c:
+            c.execute("SELECT rsp_extend(%s::regclass, %s)", (table.name, nblocks))
 
     def abort(self) -> None:
         # The next stream of the test starts a new transaction and mirrors the model again.

@@ -19,3 +19,5 @@ CREATE FUNCTION rsp_release(buffers int4[]) RETURNS text
     AS 'MODULE_PATHNAME', 'rsp_release' LANGUAGE C VOLATILE STRICT;
 CREATE FUNCTION rsp_state(id int4) RETURNS text
     AS 'MODULE_PATHNAME', 'rsp_state' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_extend(rel regclass, nblocks int8) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_extend' LANGUAGE C VOLATILE STRICT;

@@ -34,6 +34,8 @@
 #include "miscadmin.h"
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/smgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -137,6 +139,7 @@ PG_FUNCTION_INFO_V1(rsp_end);
 PG_FUNCTION_INFO_V1(rsp_pin);
 PG_FUNCTION_INFO_V1(rsp_release);
 PG_FUNCTION_INFO_V1(rsp_state);
+PG_FUNCTION_INFO_V1(rsp_extend);
 
 /* The end of a transaction frees the streams' memory and drops their pins: forget them. */
 static void
@@ -588,11 +591,16 @@ rsp_next(PG_FUNCTION_ARGS)
 
 		if (pbd != NULL)
 			memcpy(&data, pbd, sizeof(int64));
+		/*
+		 * shared_refs: the descriptor's count of backends pinning it.  This backend's own count
+		 * is private to bufmgr.c; zero here would mean the buffer came back without a pin.
+		 */
 		appendStringInfo(&s, "{\"buffer\":%d,\"block\":%u,\"fork\":%d,\"same_relation\":%s,"
-						 "\"valid\":%s,\"data\":%lld",
-						 buf, BufferGetBlockNumber(buf), (int) BufTagGetForkNum(&desc->tag),
+						 "\"valid\":%s,\"data\":%lld,\"shared_refs\":%u",
+						 buf, desc->tag.blockNum, (int) BufTagGetForkNum(&desc->tag),
 						 BufTagMatchesRelFileLocator(&desc->tag, &st->rel->rd_locator) ? "true" : "false",
-						 (state & BM_VALID) ? "true" : "false", (long long) data);
+						 (state & BM_VALID) ? "true" : "false", (long long) data,
+						 BUF_STATE_GET_REFCOUNT(state));
 		/* The caller's pin: held until the consumer releases it (rsp_release or the next call). */
 		rsp_held_add(buf);
 	}
@@ -699,4 +707,37 @@ rsp_state(PG_FUNCTION_ARGS)
 	appendStringInfo(&s, "{\"id\":%d,\"layout_verified\":%s", st->id,
 					 rsp_layout_ok(st) ? "true" : "false");
 	PG_RETURN_TEXT_P(rsp_finish(&s, st));
+}
+
+/*
+ * Append nblocks all-zero pages to the main fork (smgrzeroextend, without the buffer pool): a
+ * zeroed page passes page verification, so a stream reads it like any other, and the new
+ * blocks are cold as the model's grown blocks are.  Relations of any size are made in moments.
+ */
+Datum
+rsp_extend(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	int64		nblocks = PG_GETARG_INT64(1);
+	Relation	rel;
+	SMgrRelation smgr;
+	BlockNumber first;
+	BlockNumber now;
+	StringInfoData s;
+
+	if (nblocks < 0 || nblocks > (int64) MaxBlockNumber)
+		ereport(ERROR, (errmsg("rsprobe: cannot extend by %lld blocks", (long long) nblocks)));
+	/* Streams of other sessions may have it open: the extension lock is what extending needs. */
+	rel = relation_open(relid, AccessShareLock);
+	LockRelationForExtension(rel, ExclusiveLock);
+	smgr = RelationGetSmgr(rel);
+	first = smgrnblocks(smgr, MAIN_FORKNUM);
+	if (nblocks > 0)
+		smgrzeroextend(smgr, MAIN_FORKNUM, first, (int) nblocks, false);
+	now = smgrnblocks(smgr, MAIN_FORKNUM);
+	UnlockRelationForExtension(rel, ExclusiveLock);
+	relation_close(rel, NoLock);
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"first\":%u,\"nblocks\":%u}", first, now);
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(s.data, s.len));
 }

@@ -1,0 +1,226 @@
+"""The probe extension and the remote stream: build, load, layout check, one stream end to end.
+
+The probe is built against the embedded server's headers; the traced tests use the server's own
+``read_stream.c`` (``pg_source_tree``: given, fetched on request, or left in the cache by an
+earlier fetch) and skip with one reason without it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from conformance._harness import ConformanceViolation, Scenario
+from pytest_readstream.postgres import PgServer, ScratchDatabase, embedded_bindir
+from pytest_readstream.postgres._cbuild import CBuildUnavailable, find_compiler
+from pytest_readstream.postgres.implementation import PostgresImplementation
+from pytest_readstream.postgres.probe_build import ProbeInstall, build_probe
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(scope="module")
+def probe() -> ProbeInstall:
+    try:
+        find_compiler()
+        return build_probe(embedded_bindir())
+    except CBuildUnavailable as err:
+        pytest.skip(str(err))
+
+
+@pytest.fixture
+def probe_conn(probe: ProbeInstall, default_server: PgServer, pg_db: ScratchDatabase) -> Iterator[Any]:
+    """A session of the test database with the probe loaded, inside a transaction."""
+    with default_server.connect(pg_db.name) as conn:
+        for stmt in probe.session_sql():
+            conn.execute(stmt)
+        conn.execute("CREATE EXTENSION IF NOT EXISTS rsprobe")
+        conn.execute("BEGIN")
+        yield conn
+        conn.execute("ROLLBACK")
+
+
+def _call(conn: Any, fn: str, *args: Any) -> dict[str, Any]:
+    row = conn.execute(f"SELECT {fn}({', '.join(['%s'] * len(args))})", args).fetchone()
+    return dict(json.loads(row[0]))
+
+
+def _table(conn: Any, name: str, nblocks: int) -> int:
+    conn.execute(f"CREATE TABLE {name} (x int) WITH (autovacuum_enabled = off)")
+    conn.execute("SELECT rsp_extend(%s::regclass, %s)", (name, nblocks))
+    row = conn.execute("SELECT %s::regclass::oid", (name,)).fetchone()
+    return int(row[0])
+
+
+def test_build_is_cached_and_lays_out_an_extension_directory(probe: ProbeInstall) -> None:
+    assert probe.library.is_file() and probe.library.stat().st_mode & 0o005 == 0o005
+    for name in ("rsprobe.control", "rsprobe--1.0.sql"):
+        assert (probe.directory / "extension" / name).is_file()
+    assert probe.server_version.startswith("18.") and not probe.traced
+    mtime = probe.library.stat().st_mtime_ns
+    again = build_probe(embedded_bindir())
+    assert again.directory == probe.directory and again.library.stat().st_mtime_ns == mtime
+
+
+def test_a_build_without_pg_config_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(CBuildUnavailable, match="no pg_config in") as err:
+        build_probe(tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_a_mutant_needs_a_source(probe: ProbeInstall) -> None:
+    with pytest.raises(ValueError, match="mutant='x' needs traced_source"):
+        build_probe(embedded_bindir(), mutant="x")
+
+
+def test_loads_through_the_path_settings_only(probe_conn: Any, default_server: PgServer) -> None:
+    info = _call(probe_conn, "rsp_info")
+    assert info["version_num"] == default_server.version_num
+    assert info["traced"] is False and info["layout"] == "18"
+    # Nothing was written into the installation: its own extension directory has no probe.
+    share = Path(embedded_bindir()).parent / "share"
+    assert not list(share.rglob("rsprobe*"))
+
+
+def test_layout_is_verified_and_the_stream_reports_its_state(probe_conn: Any) -> None:
+    oid = _table(probe_conn, "probe_layout", 64)
+    begun = _call(probe_conn, "rsp_begin", oid, 0, 0, None, None, True, list(range(10)))
+    assert begun["layout_verified"] is True
+    stream = begun["stream"]
+    # max_pinned_buffers = min((eic 16 + 1) * icl 16, GetPinLimit() 94) at the default settings.
+    assert (stream["max_ios"], stream["io_combine_limit"], stream["max_pinned_buffers"]) == (16, 16, 94)
+    assert (stream["distance"], stream["pinned_buffers"]) == (1, 0)
+    first = _call(probe_conn, "rsp_next", begun["id"], [])
+    assert (first["block"], first["valid"], first["data"]) == (0, True, 0)
+    assert first["held"] == [first["buffer"]]  # the caller's pin, until released
+    assert first["callback"][0] == 0 and first["blocks_read"] >= 1
+    assert first["stream"]["pinned_buffers"] == len(first["stream"]["buffers"])
+    second = _call(probe_conn, "rsp_next", begun["id"], [first["buffer"]])
+    assert second["block"] == 1 and first["buffer"] not in second["held"]
+    ended = _call(probe_conn, "rsp_end", begun["id"], [second["buffer"]])
+    assert ended["stream"] is None and ended["held"] == [] and ended["rel_pins"] == []
+
+
+def test_consumer_pins_shrink_the_additional_pin_limit(probe_conn: Any) -> None:
+    oid = _table(probe_conn, "probe_pins", 64)
+    before = _call(probe_conn, "rsp_info")["additional_pin_limit"]
+    for block in range(40):
+        last = _call(probe_conn, "rsp_pin", oid, 0, block)
+    # GetPinLimit() 94 minus the pins the backend is estimated to hold: the 8 entries of
+    # PrivateRefCountArray always count, then every overflowed one: 40 pins give 94 - 40 = 54,
+    # as the model computes (docs/fidelity.md: the issue's "86 to 51" is not 40 pins alone).
+    assert (before, last["additional_pin_limit"]) == (86, 54)
+    _call(probe_conn, "rsp_release", last["held"])
+    assert _call(probe_conn, "rsp_info")["additional_pin_limit"] == 86
+
+
+def test_a_stream_outlives_its_statement_but_not_its_transaction(probe_conn: Any) -> None:
+    oid = _table(probe_conn, "probe_txn", 8)
+    begun = _call(probe_conn, "rsp_begin", oid, 0, 0, None, None, False, [0, 1])
+    probe_conn.execute("SELECT 1")
+    assert _call(probe_conn, "rsp_next", begun["id"], [])["block"] == 0
+    probe_conn.execute("ROLLBACK")
+    probe_conn.execute("BEGIN")
+    with pytest.raises(psycopg.Error, match="no stream"):
+        _call(probe_conn, "rsp_next", begun["id"], [])
+
+
+def test_outside_a_transaction_the_probe_says_so(
+    probe: ProbeInstall, default_server: PgServer, pg_db: Any
+) -> None:
+    with default_server.connect(pg_db.name) as conn:
+        for stmt in probe.session_sql():
+            conn.execute(stmt)
+        conn.execute("CREATE EXTENSION IF NOT EXISTS rsprobe")
+        with pytest.raises(psycopg.Error, match="call BEGIN first"):
+            conn.execute("SELECT rsp_state(1)")
+
+
+# ------------------------------------------------------------------------------ the remote stream
+@pytest.fixture(scope="module")
+def impl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresImplementation]:
+    impl = PostgresImplementation(workdir=tmp_path_factory.mktemp("impl"), pytest_mode=True)
+    yield impl
+    impl.close()
+
+
+def test_untraced_server_offers_the_stream_capabilities_it_has(impl: PostgresImplementation) -> None:
+    from reference_impl import Settings
+
+    caps = impl.capabilities_for(Settings())
+    if "stream-api" not in caps:
+        pytest.skip(impl.why_lacking("stream-api") or "no stream-api")
+    assert caps == {"scans", "stream-api", "per-buffer-data", "introspection"}
+    assert "set-strategy" not in caps and "pause-resume" not in caps
+
+
+def test_untraced_stream_is_judged_and_reads_are_unseen(impl: PostgresImplementation) -> None:
+    from reference_impl import Settings
+
+    if "stream-api" not in impl.capabilities_for(Settings()):
+        pytest.skip(impl.why_lacking("stream-api") or "no stream-api")
+    d = Scenario(relation_blocks=40, blocks=list(range(40)), cached=[3, 4], per_buffer_data=True).start(impl)
+    assert d.consume() == list(range(40))
+    assert d.max_stream_pins >= 2  # the stream looked ahead on the server
+    with pytest.raises(pytest.skip.Exception, match="traced copy"):
+        _ = d.reads
+    d.end()
+    assert d.stream_pins == 0
+
+
+def test_the_remote_stream_refuses_misuse(impl: PostgresImplementation) -> None:
+    """After its plan the server's stream reports the end, a release of a buffer the consumer
+    never had is refused, and the driver refuses a next() on an ended stream."""
+    from reference_impl import Settings
+
+    if "stream-api" not in impl.capabilities_for(Settings()):
+        pytest.skip(impl.why_lacking("stream-api") or "no stream-api")
+    d = Scenario(relation_blocks=8, blocks=[5, 6]).start(impl)
+    assert d.consume() == [5, 6]
+    assert d.next() == -1
+    with pytest.raises(Exception, match="does not hold"):
+        d.obs.release_buffer(123456)
+    d.end()
+    with pytest.raises(ConformanceViolation, match="ended stream"):
+        d.next()
+
+
+def test_other_backends_pins_are_mirrored_and_released(impl: PostgresImplementation) -> None:
+    """A scenario's other backends keep their pins; the test's other backend drops its own."""
+    from reference_impl import Settings
+
+    if "stream-api" not in impl.capabilities_for(Settings()):
+        pytest.skip(impl.why_lacking("stream-api") or "no stream-api")
+    d = Scenario(relation_blocks=16, blocks=list(range(8, 16)), other_pins=[1, 2]).start(impl)
+    d.other_pin(5)
+    d.next()
+    assert {1, 2, 5} <= set(d.obs.shared_pins)
+    d.other_release()
+    d.next()
+    assert {1, 2} <= set(d.obs.shared_pins) and 5 not in d.obs.shared_pins
+    d.end()
+
+
+def test_one_stream_traced_end_to_end(pg_source_tree: Path, tmp_path: Path) -> None:
+    """With the server's own read_stream.c traced, every read the stream made is seen: a cold
+    FULL scan of 40 blocks (PostgreSQL 18.6: [0] [1-2] [3-6] [7-14] [15-30] [31-39] without FULL)."""
+    from reference_impl import Settings
+
+    impl = PostgresImplementation(workdir=tmp_path, pytest_mode=True, source=pg_source_tree)
+    try:
+        if "stream-api" not in impl.capabilities_for(Settings()):
+            pytest.skip(impl.why_lacking("stream-api") or "no stream-api")
+        d = Scenario(relation_blocks=40, blocks=list(range(40))).start(impl)
+        assert d.consume() == list(range(40))
+        ranges = [(r.start, r.start + r.nblocks - 1) for r in d.reads]
+        assert ranges == [(0, 0), (1, 2), (3, 6), (7, 14), (15, 30), (31, 39)], ranges
+        assert len(d.observer.starts) >= len(ranges) and not d.observer.outstanding
+        assert 1 <= d.observer.max_outstanding <= d.max_ios
+        d.end()
+    finally:
+        impl.close()
