@@ -63,7 +63,12 @@ class TraceEvent:
 
 
 def _package_text(*parts: str) -> str:
-    return importlib.resources.files("pytest_readstream.postgres").joinpath(*parts).read_text()
+    # One part per joinpath: some resource readers (Python 3.11's compatibility files, used under
+    # the old-name import hook) take a single name.
+    node = importlib.resources.files("pytest_readstream.postgres")
+    for part in parts:
+        node = node.joinpath(part)
+    return node.read_text()
 
 
 def trace_header() -> str:
