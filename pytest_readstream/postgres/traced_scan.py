@@ -20,7 +20,6 @@ whichever ``rsp_traced_*`` the dynamic linker met first.
 
 from __future__ import annotations
 
-import importlib.resources
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -63,12 +62,9 @@ class TraceEvent:
 
 
 def _package_text(*parts: str) -> str:
-    # One part per joinpath: some resource readers (Python 3.11's compatibility files, used under
-    # the old-name import hook) take a single name.
-    node = importlib.resources.files("pytest_readstream.postgres")
-    for part in parts:
-        node = node.joinpath(part)
-    return node.read_text()
+    # By file path, not importlib.resources: after a test imports the package under an old name
+    # (the moved-name hook), resources.files() hands back an adapter that cannot open data files.
+    return Path(__file__).parent.joinpath(*parts).read_text()
 
 
 def trace_header() -> str:
