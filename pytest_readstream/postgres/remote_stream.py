@@ -22,7 +22,8 @@ the server's ``read_stream_begin_relation`` / ``read_stream_next_buffer`` / ``re
   (``callback.blocks``, sent again when the test adds some); after every call the harness
   callback is called once for each call the server's callback received, so it sees exactly the
   calls (and ends) the real stream made, and per-buffer data is the harness's own token.
-  ``block_range_read_stream_cb`` is planned as its range, fixed when the stream begins.
+  With ``block_range_read_stream_cb`` the server's own callback hands out the range fixed when
+  the stream begins (the harness's is called in step and must agree).
 
 :class:`ServerObservation` is the stream's ``observation``: what the harness's checks read
 (pins, buffer tags, page validity, reads), taken from the probe's report of each call. The
@@ -384,28 +385,31 @@ class RemoteStreams:
         if strategy is not None:
             kind = strategy.btype.value
             ring_kb = strategy.nbuffers * _BLCKSZ_KB
+        span: tuple[int | None, int | None] = (None, None)
         if fixed is not None:
-            planned = fixed
+            # The server's own block_range_read_stream_cb hands the range out.
+            planned: list[int] = []
+            span = fixed
         elif hasattr(callback, "pos"):
             planned = list(callback.blocks[callback.pos :])
         else:
             planned = list(callback.blocks)
         rep = self.call(
-            "rsp_begin", table.oid, int(fork), int(flags), kind, ring_kb, per_buffer_data, planned
+            "rsp_begin", table.oid, int(fork), int(flags), kind, ring_kb, per_buffer_data, planned, *span
         )
         stream = RemoteStream(self, txn, rel, table, callback, private, rep, per_buffer_data, len(planned))
         stream._fixed_plan = fixed is not None
         return stream
 
 
-def _block_range(callback: Any, private: Any) -> list[int] | None:
-    """The blocks ``block_range_read_stream_cb`` will hand out (its range is fixed at the start)."""
+def _block_range(callback: Any, private: Any) -> tuple[int, int] | None:
+    """``(current_blocknum, last_exclusive)`` when the callback is ``block_range_read_stream_cb``."""
     from reference_impl import BlockRangeReadStreamPrivate, block_range_read_stream_cb
 
     if getattr(callback, "fn", None) is block_range_read_stream_cb and isinstance(
         private, BlockRangeReadStreamPrivate
     ):
-        return list(range(private.current_blocknum, private.last_exclusive))
+        return private.current_blocknum, private.last_exclusive
     return None
 
 
@@ -532,6 +536,14 @@ class RemoteStream:
                 got_block, token = got, None
             want = None if block < 0 else block
             if (None if got_block == _INVALID_BLOCK else got_block) != want:
+                if self._fixed_plan:
+                    raise PgHarnessError(
+                        f"the server's block_range_read_stream_cb handed out "
+                        f"{'InvalidBlockNumber' if want is None else f'block {block}'} where "
+                        "the harness's block_range_read_stream_cb gives "
+                        f"{'InvalidBlockNumber' if got_block == _INVALID_BLOCK else f'block {got_block}'} "
+                        "for the range fixed at the start"
+                    )
                 raise PgHarnessError(
                     f"the harness callback gave block {got_block} where the server's callback handed "
                     f"out {block}: the plan sent to the probe is out of step"

@@ -3,7 +3,8 @@
 
 CREATE FUNCTION rsp_info() RETURNS text AS 'MODULE_PATHNAME', 'rsp_info' LANGUAGE C VOLATILE;
 CREATE FUNCTION rsp_begin(rel regclass, fork int4, flags int4, strategy text, ring_kb int4,
-                          per_buffer_data bool, blocks int8[])
+                          per_buffer_data bool, blocks int8[],
+                          range_first int8 DEFAULT NULL, range_end int8 DEFAULT NULL)
     RETURNS text AS 'MODULE_PATHNAME', 'rsp_begin' LANGUAGE C VOLATILE;
 CREATE FUNCTION rsp_plan(id int4, blocks int8[]) RETURNS text
     AS 'MODULE_PATHNAME', 'rsp_plan' LANGUAGE C VOLATILE STRICT;

@@ -4,7 +4,8 @@
  *
  * A stream is begun on a relation with a callback that hands out the blocks the harness planned
  * (rsp_begin, rsp_plan): when the plan runs dry the callback returns InvalidBlockNumber, and
- * blocks planned later continue after a reset, as the harness's own callback does.  Streams stay
+ * blocks planned later continue after a reset, as the harness's own callback does.  Given a
+ * block range instead, the server's own block_range_read_stream_cb hands it out.  Streams stay
  * open across the statements of one transaction (by id): their memory lives in
  * TopTransactionContext and their pins and relation references in TopTransactionResourceOwner,
  * so that the end of one statement (its portal's resource owner) does not release them.  An
@@ -66,6 +67,8 @@ typedef struct RspStream
 	int			plan_cap;
 	int			pos;			/* next plan entry the callback hands out */
 	int64		produced;		/* blocks handed out so far (the per-buffer data) */
+	bool		use_range;		/* hand out range through the server's block_range_read_stream_cb */
+	BlockRangeReadStreamPrivate range;
 	bool		ended;
 } RspStream;
 
@@ -210,6 +213,21 @@ rsp_callback(ReadStream *stream, void *private_data, void *per_buffer_data)
 	RspStream  *st = (RspStream *) private_data;
 	BlockNumber b;
 
+	if (st->use_range)
+	{
+		/* The server's own callback decides; the probe only records what it handed out. */
+		b = RSP_BLOCK_RANGE_CB(stream, &st->range, NULL);
+		if (b == InvalidBlockNumber)
+		{
+			rsp_cblog_add(-1);
+			return InvalidBlockNumber;
+		}
+		if (per_buffer_data != NULL)
+			memcpy(per_buffer_data, &st->produced, sizeof(int64));
+		st->produced++;
+		rsp_cblog_add((int64) b);
+		return b;
+	}
 	if (st->pos >= st->nplan)
 	{
 		rsp_cblog_add(-1);
@@ -537,6 +555,19 @@ rsp_begin(PG_FUNCTION_ARGS)
 	}
 	if (!PG_ARGISNULL(6))
 		rsp_plan_add(st, PG_GETARG_ARRAYTYPE_P(6));
+	if (!PG_ARGISNULL(7) && !PG_ARGISNULL(8))
+	{
+		int64		first = PG_GETARG_INT64(7);
+		int64		end = PG_GETARG_INT64(8);
+
+		if (first < 0 || end < first || end > (int64) MaxBlockNumber)
+			ereport(ERROR,
+					(errmsg("rsprobe: block range %lld .. %lld is not a range of block numbers",
+							(long long) first, (long long) end)));
+		st->use_range = true;
+		st->range.current_blocknum = (BlockNumber) first;
+		st->range.last_exclusive = (BlockNumber) end;
+	}
 	rsp_streams[slot] = st;
 	st->stream = RSP_BEGIN_RELATION(flags, st->strategy, st->rel, st->fork,
 									rsp_callback, st, st->pbd_size);
