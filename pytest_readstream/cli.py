@@ -307,8 +307,6 @@ def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
         server_args.append(f"--readstream-pg-bindir={Path(args.pg_bindir).resolve()}")
     matrix = run_c_kill_matrix(server_args, pytest_args, args.only or None)
     print(format_kill_matrix(matrix, reference="unmutated copy"))
-    for name, why in matrix["not_run"].items():
-        print(f"{name}: not run ({why})")
     print(f"time: {matrix['seconds']:.0f} s for {1 + len(matrix['mutants'])} runs of the suite")
     ref = matrix["reference"]
     if "output_tail" in ref:

@@ -9,10 +9,8 @@ once per mutant (which at least one test must fail), each in its own pytest subp
 Only the tests that drive streams through the probe can tell the copies apart: the scan tests
 (``test_scans.py``) run the server's own scans, whose stream is the server's compiled
 ``read_stream.c``, not the copy, so they are deselected here (they would add minutes and one
-known 18.6 failure, never a kill). For the same reason the matrix runs the mutants whose bug is
-in the stream machinery (``scope == "stream"``): ``block-range-past-end`` lives in
-``block_range_read_stream_cb``, which the probe's streams never call (their callback hands out
-the harness's planned blocks); ``readstream compare``'s traced streams run it and catch it.
+known 18.6 failure, never a kill). ``block-range-past-end`` lives in the copy's
+``block_range_read_stream_cb``, which the probe runs for the suite's block-range streams.
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ def run_c_kill_matrix(
     the shape of :func:`pytest_readstream.mutants.run_kill_matrix`'s, with the unmutated copy as
     ``reference`` and each run's wall time in seconds.
     """
-    names = [n for n, m in MUTANTS.items() if m.scope == "stream"] if mutants is None else list(mutants)
+    names = list(MUTANTS) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in MUTANTS]
     if unknown:
         raise ValueError(f"unknown C mutant(s) {', '.join(unknown)}: known {', '.join(MUTANTS)}")
@@ -70,11 +68,6 @@ def run_c_kill_matrix(
             **({"output_tail": res["output_tail"]} if "output_tail" in res else {}),
         }
     out["seconds"] = round(time.perf_counter() - t0, 1)
-    out["not_run"] = {
-        n: f"its bug is in the {m.scope}, which the probe's streams never run; readstream compare catches it"
-        for n, m in MUTANTS.items()
-        if n not in names and m.scope != "stream"
-    }
     out["all_killed"] = all(m["killed"] for m in out["mutants"].values())
     ref = out["reference"]
     out["reference_clean"] = not ref["failed"] and ref["exit_code"] == 0 and ref["passed"] > 0

@@ -92,9 +92,9 @@ class CMutant:
     name: str
     bug: str
     edits: tuple[_Edit, ...]
-    #: Where the bug lives: "stream" (the stream machinery every stream runs), or "block-range
-    #: callback" (block_range_read_stream_cb, which only callers of that callback run: the
-    #: traced-scan driver of ``readstream compare``, not the probe's planned-block callback).
+    #: Where the bug lives: "stream" (the stream machinery every stream runs) or "block-range
+    #: callback" (block_range_read_stream_cb: run by the probe's block-range streams and by the
+    #: traced-scan driver of ``readstream compare``).
     scope: str = "stream"
 
 
