@@ -194,4 +194,18 @@ def test_limits_follow_the_effective_io_combine_limit(
     assert d.max_stream_pins <= d.limit, f"the stream held {d.max_stream_pins} pins, its limit is {d.limit}"
     longest = max(r.nblocks for r in d.reads)
     assert longest <= effective, f"a read of {longest} blocks; the effective io_combine_limit is {effective}"
+
+
+@pytest.mark.readstream_invariant("pins", "MUST")
+def test_a_split_read_forwards_its_pinned_buffer(drive: Any, relation: Any, readstream_instance: Any) -> None:
+    """§8.4: a ``FULL`` stream over blocks 0..7 with block 3 cached starts [0-7]; the buffer
+    manager splits the read at the cached block, which stays pinned and is forwarded to the next
+    start ([3-7], 3 at its head). Every block comes back once, in order, the reads are [0-2] and
+    [4-7], and the end leaves no pin: a stream that loses the forwarded buffer leaks its pin and
+    pins block 3 a second time."""
+    rel = relation(8)
+    readstream_instance.prewarm(rel, [3])
+    d = drive(rel, list(range(8)), flags=READ_STREAM_FULL)
+    assert d.consume() == list(range(8))
+    assert [(r.start, r.nblocks) for r in d.reads] == [(0, 3), (4, 4)]
     d.end()

@@ -3,13 +3,17 @@
 Subcommands::
 
     readstream check    [--impl NAME] [-n N] [--json PATH] [-- PYTEST-ARGS...]
-    readstream mutants  [--json PATH] [-n N]
+    readstream mutants  [--impl reference|postgres] [--json PATH] [-n N] [--only NAME ...]
+                        [--pg-source DIR | --pg-fetch-source] [--pg-bindir DIR]
     readstream trace    --scan NAME (--nblocks N | --relation SHAPE) [--setting NAME=VALUE ...]
                         [--device PROFILE] [--cached-fraction F] [--seed S] [--unstreamed]
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
     readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH]
     readstream oracle   [--pg-dsn URI] [--pg-bindir DIR] [--json PATH] [--only SUBSTRING]
     readstream oracle --timing [--latency US] [--scan NAME] [--nblocks N] [--repeats R] [--direct]
+    readstream compare  --base BINDIR --patch BINDIR [--base-source DIR] [--patch-source DIR]
+                        [--base-mutant NAME] [--patch-mutant NAME] [--scan NAME ...] [--repeat N]
+                        [--json PATH]
     readstream scans    (list every scan and its parameters)
     readstream devices  (list device profiles)
 
@@ -240,23 +244,74 @@ def check_verdict(report: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------- others
 def _cmd_mutants(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="readstream mutants", description="Run the suite against every known-bug mutant."
+        prog="readstream mutants",
+        description=(
+            "Run the suite against every known-bug mutant: the reference model's Python mutants, or "
+            "with --impl postgres the C mutants of the server's traced read_stream.c."
+        ),
     )
+    p.add_argument("--impl", choices=("reference", "postgres"), default="reference", help="whose mutants")
     p.add_argument("--json", help="write the kill matrix to this path")
     p.add_argument("-n", dest="workers", default="2", help="pytest-xdist workers (default 2)")
     p.add_argument("--only", action="append", default=[], help="run only these mutants (repeatable)")
+    p.add_argument("--pg-source", metavar="DIR", help="--impl postgres: the server's source tree")
+    p.add_argument(
+        "--pg-fetch-source", action="store_true", help="--impl postgres: fetch the embedded server's source"
+    )
+    p.add_argument(
+        "--pg-bindir", metavar="DIR", help="--impl postgres: the build to start (default: embedded)"
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
+    pytest_args = ["-p", "hypothesis", "--hypothesis-profile=ci"]
+    if args.workers not in ("0", ""):
+        pytest_args = ["-n", args.workers, *pytest_args]
+    if args.impl == "postgres":
+        return _c_mutants(args, pytest_args)
+    if args.pg_source or args.pg_fetch_source or args.pg_bindir:
+        raise CliError("--pg-source, --pg-fetch-source and --pg-bindir need --impl postgres")
     from .mutants import MUTANTS, format_kill_matrix, run_kill_matrix
 
     unknown = [m for m in args.only if m not in MUTANTS]
     if unknown:
         raise CliError(f"--only {unknown[0]!r} is not a mutant: allowed {', '.join(sorted(MUTANTS))}")
-    pytest_args = ["-p", "hypothesis", "--hypothesis-profile=ci"]
-    if args.workers not in ("0", ""):
-        pytest_args = ["-n", args.workers, *pytest_args]
     matrix = run_kill_matrix(args.only or None, pytest_args, None)
     print(format_kill_matrix(matrix))
+    _write_json(args.json, matrix)
+    return 0 if matrix["all_killed"] and matrix["reference_clean"] else 1
+
+
+def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
+    try:
+        from .mutants import format_kill_matrix
+        from .postgres.cmutants import run_c_kill_matrix
+        from .postgres.traced_copy import MUTANTS
+    except ImportError as exc:
+        raise CliError(
+            f"--impl postgres needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
+        ) from None
+    unknown = [m for m in args.only if m not in MUTANTS]
+    if unknown:
+        raise CliError(f"--only {unknown[0]!r} is not a C mutant: allowed {', '.join(MUTANTS)}")
+    if bool(args.pg_source) == bool(args.pg_fetch_source):
+        raise CliError(
+            "--impl postgres needs the server's source: give either --pg-source DIR or --pg-fetch-source"
+        )
+    if args.pg_source and not Path(args.pg_source).is_dir():
+        raise CliError(f"--pg-source {args.pg_source}: not a directory")
+    server_args = []
+    if args.pg_source:
+        server_args.append(f"--readstream-pg-source={Path(args.pg_source).resolve()}")
+    else:
+        server_args.append("--readstream-pg-fetch-source")
+    if args.pg_bindir:
+        server_args.append(f"--readstream-pg-bindir={Path(args.pg_bindir).resolve()}")
+    matrix = run_c_kill_matrix(server_args, pytest_args, args.only or None)
+    print(format_kill_matrix(matrix, reference="unmutated copy"))
+    print(f"time: {matrix['seconds']:.0f} s for {1 + len(matrix['mutants'])} runs of the suite")
+    ref = matrix["reference"]
+    if "output_tail" in ref:
+        print(ref["output_tail"].strip().splitlines()[-1], file=sys.stderr)
     _write_json(args.json, matrix)
     return 0 if matrix["all_killed"] and matrix["reference_clean"] else 1
 
@@ -392,6 +447,70 @@ def _oracle_timing(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _cmd_compare(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="readstream compare",
+        description=(
+            "The same scenarios (relation, settings, cold cache) on two PostgreSQL builds, side by side. "
+            "Exit status 0: they agree; 1: some scenario differs."
+        ),
+    )
+    p.add_argument(
+        "--base", required=True, metavar="BINDIR", help="the unpatched build's bin/ ('embedded': the wheel's)"
+    )
+    p.add_argument(
+        "--patch", required=True, metavar="BINDIR", help="the patched build's bin/ ('embedded': the wheel's)"
+    )
+    p.add_argument(
+        "--base-source", metavar="DIR", help="the base build's source tree: adds the traced stream scenarios"
+    )
+    p.add_argument("--patch-source", metavar="DIR", help="the patched build's source tree")
+    p.add_argument(
+        "--base-mutant", metavar="NAME", help="build the base side's traced copy with this C mutant"
+    )
+    p.add_argument(
+        "--patch-mutant", metavar="NAME", help="build the patch side's traced copy with this C mutant"
+    )
+    p.add_argument(
+        "--scan", action="append", default=[], metavar="NAME", help="only this scenario (repeatable)"
+    )
+    p.add_argument(
+        "--repeat", type=positive_int, default=3, help="runs per scenario and side (median time; default 3)"
+    )
+    p.add_argument("--json", help="write the comparison to this path")
+    args = p.parse_args(argv)
+    _check_outputs(args)
+    try:
+        from .postgres import PgHarnessError
+        from .postgres.compare import format_comparison, make_side, run_compare, scenario_list
+        from .postgres.traced_copy import MUTANTS
+    except ImportError as exc:
+        raise CliError(
+            f"compare needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
+        ) from None
+    for option, name in (("--base-mutant", args.base_mutant), ("--patch-mutant", args.patch_mutant)):
+        if name is not None and name not in MUTANTS:
+            raise CliError(f"{option} {name!r} is not a C mutant: allowed {', '.join(MUTANTS)}")
+    try:
+        scenarios = scenario_list(args.scan)
+    except KeyError as exc:
+        raise CliError(str(exc.args[0])) from None
+    try:
+        base = make_side("base", args.base, args.base_source, args.base_mutant)
+        patch = make_side("patch", args.patch, args.patch_source, args.patch_mutant)
+    except PgHarnessError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    try:
+        result = run_compare(
+            base, patch, scenarios, repeat=args.repeat, progress=lambda m: print(m, file=sys.stderr)
+        )
+    except PgHarnessError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    print(format_comparison(result))
+    _write_json(args.json, result)
+    return 0 if result["same"] else 1
+
+
 def _cmd_scans(argv: Sequence[str]) -> int:
     argparse.ArgumentParser(prog="readstream scans", description="List the scans of the model.").parse_args(
         argv
@@ -427,6 +546,7 @@ COMMANDS = {
     "trace": _cmd_trace,
     "bench": _cmd_bench,
     "oracle": _cmd_oracle,
+    "compare": _cmd_compare,
     "scans": _cmd_scans,
     "devices": _cmd_devices,
 }

@@ -71,6 +71,19 @@ class ReadstreamOptions:
         """Whether somebody chose the seed (it was not drawn at random for this run)."""
         return self.seed_source != "random"
 
+    def server_build_args(self) -> tuple[str, ...]:
+        """The options that chose the server build under test, as a rerun command repeats them."""
+        out = []
+        if self.pg_bindir:
+            out.append(f"--readstream-pg-bindir={self.pg_bindir}")
+        if self.pg_source is not None:
+            out.append(f"--readstream-pg-source={self.pg_source}")
+        if self.pg_fetch_source:
+            out.append("--readstream-pg-fetch-source")
+        if self.pg_mutant:
+            out.append(f"--readstream-pg-mutant={self.pg_mutant}")
+        return tuple(out)
+
     def describe_impl_source(self) -> str:
         """Where the implementation name came from, as an error message says it."""
         return {

@@ -78,7 +78,13 @@ def repro_for(item: pytest.Item) -> Reproduction:
     repro = item.stash.get(REPRO_KEY, None)
     if repro is None:
         opts = get_options(item.config)
-        repro = Reproduction(item.nodeid, opts.seed, derive_seed(opts.seed, item.nodeid), opts.impl)
+        repro = Reproduction(
+            item.nodeid,
+            opts.seed,
+            derive_seed(opts.seed, item.nodeid),
+            opts.impl,
+            impl_args=opts.server_build_args(),
+        )
         item.stash[REPRO_KEY] = repro
     return repro
 

@@ -50,6 +50,7 @@ __all__ = [
     "mutant_doc",
     "reference_in_mode",
     "run_kill_matrix",
+    "run_suite",
     "format_kill_matrix",
 ]
 
@@ -799,12 +800,12 @@ def run_kill_matrix(
     args = list(pytest_args or [])
     out: dict[str, Any] = {"schema": 2, "pytest_args": args, "modes": list(modes), "mutants": {}}
     if include_reference:
-        out["reference_modes"] = {m: _run_suite(impl_spec(None, m), args, timeout_s, m) for m in modes}
+        out["reference_modes"] = {m: run_suite(impl_spec(None, m), args, timeout_s, m) for m in modes}
         out["reference"] = out["reference_modes"][modes[0]]
     for name in names:
         per_mode: dict[str, Any] = {}
         for mode in modes:
-            res = _run_suite(impl_spec(name, mode), args, timeout_s, mode)
+            res = run_suite(impl_spec(name, mode), args, timeout_s, mode)
             per_mode[mode] = {
                 "killed": bool(res["failed"]),
                 "killing_tests": res["failed"],
@@ -833,7 +834,13 @@ def run_kill_matrix(
     return out
 
 
-def _run_suite(impl: str, args: list[str], timeout_s: float, mode: str) -> dict[str, Any]:
+def run_suite(impl: str, args: list[str], timeout_s: float, mode: str = "suite") -> dict[str, Any]:
+    """One ``pytest --pyargs readstream_conformance --readstream-impl=impl ARGS`` run in a subprocess.
+
+    Returns the failed test ids (from the kill-matrix recorder), counts and the exit code. In
+    ``suite`` mode a failure raised by the model's own self-checks counts as a failure too; in the
+    other modes it is reported apart (``self_check_failures``).
+    """
     with tempfile.TemporaryDirectory(prefix="readstream-kill-") as tmp:
         record = Path(tmp) / "outcomes.json"
         cmd = [
@@ -874,7 +881,7 @@ def _run_suite(impl: str, args: list[str], timeout_s: float, mode: str) -> dict[
     return result
 
 
-def format_kill_matrix(result: dict[str, Any], *, examples: int = 3) -> str:
+def format_kill_matrix(result: dict[str, Any], *, examples: int = 3, reference: str = "reference") -> str:
     """The kill matrix of :func:`run_kill_matrix` as a text table (what ``readstream mutants`` prints).
 
     One line per mutant: killed or SURVIVED in each mode (how many tests failed), and the first
@@ -884,8 +891,7 @@ def format_kill_matrix(result: dict[str, Any], *, examples: int = 3) -> str:
     """
     modes: list[str] = list(result.get("modes") or ["suite"])
     rows = []
-    width = max((len(n) for n in result["mutants"]), default=9)
-    width = max(width, 9)
+    width = max([len(reference), 9, *(len(n) for n in result["mutants"])])
     cols = [max(len(m), 13) for m in modes]
     for name, m in sorted(result["mutants"].items()):
         per_mode = m.get("modes") or {modes[0]: m}
@@ -927,7 +933,7 @@ def format_kill_matrix(result: dict[str, Any], *, examples: int = 3) -> str:
                 notes.append(f"{mode}: passed {ref['passed']}, skipped {ref['skipped']}")
             else:
                 notes.append(f"{mode}: {', '.join(ref['failed'][:examples])}")
-        lines.append(f"{'reference':<{width}}  {'  '.join(cells)}  {'; '.join(notes)}")
+        lines.append(f"{reference:<{width}}  {'  '.join(cells)}  {'; '.join(notes)}")
     for mode in modes:
         killed = sum(
             1

@@ -109,11 +109,21 @@ def _storage_expression(profile: Any) -> str:
 class Reproduction:
     """The scenario of one readstream test, for the failure report and the JSON report."""
 
-    def __init__(self, nodeid: str, run_seed: int, test_seed: int, implementation: str) -> None:
+    def __init__(
+        self,
+        nodeid: str,
+        run_seed: int,
+        test_seed: int,
+        implementation: str,
+        *,
+        impl_args: tuple[str, ...] = (),
+    ) -> None:
         self.nodeid = nodeid
         self.run_seed = run_seed
         self.test_seed = test_seed
         self.implementation = implementation
+        # Options that choose the server build under test (--readstream-pg-bindir, -source, -mutant).
+        self.impl_args = impl_args
         self.settings: Any = None
         self.storage: Any = None
         self.faults: Any = None
@@ -151,6 +161,7 @@ class Reproduction:
                 shlex.quote(self.nodeid),
                 f"--readstream-seed={self.run_seed}",
                 shlex.quote(f"--readstream-impl={self.implementation}"),
+                *(shlex.quote(a) for a in self.impl_args),
             ]
         )
 

@@ -678,10 +678,10 @@ class ServerObservation:
                 self._stream_pins = Counter(int(b) for b in state["buffers"]) + Counter(
                     int(b) for b in state["forwarded"]
                 )
-            elif rep.raw.get("ended"):
-                self._stream_pins = Counter()
             else:
-                # Layout not verified: the relation's pinned buffers no other session holds.
+                # Layout not verified, or the stream ended (a correct end leaves nothing; a pin
+                # that a broken stream leaked must be seen, not assumed away): the relation's
+                # pinned buffers that neither the consumer nor the other session holds.
                 mine: Counter[int] = Counter()
                 for buf, _block, _refs in rep.raw.get("rel_pins", []):
                     if self._txn.other_pins.get(int(buf), 0) == 0 and int(buf) not in self._held:
@@ -692,6 +692,10 @@ class ServerObservation:
             self._absorb_trace(trace)
 
     def _absorb_trace(self, trace: list[list[Any]]) -> None:
+        # The trace names an operation by its first buffer only, and one buffer can be in two
+        # operations at once (the same block missed twice: 004_read_stream.pl). Each start gets a
+        # key of its own; a wait takes the oldest open operation of its buffer, as the stream
+        # waits for its I/Os in the order it started them.
         obs = self._observer
         fork_name = _main_fork_name()
         for kind, buf, blocknum, asked, accepted, forwarded, additional, _flags, must_wait in trace:

@@ -92,10 +92,14 @@ class CMutant:
     name: str
     bug: str
     edits: tuple[_Edit, ...]
+    #: Where the bug lives: "stream" (the stream machinery every stream runs) or "block-range
+    #: callback" (block_range_read_stream_cb: run by the probe's block-range streams and by the
+    #: traced-scan driver of ``readstream compare``).
+    scope: str = "stream"
 
 
-def _m(name: str, bug: str, *edits: _Edit) -> CMutant:
-    return CMutant(name, bug, tuple(edits))
+def _m(name: str, bug: str, *edits: _Edit, scope: str = "stream") -> CMutant:
+    return CMutant(name, bug, tuple(edits), scope)
 
 
 #: The C-level mutants, by name. Each edit is written against PostgreSQL 18.6's text (tabs as
@@ -170,6 +174,7 @@ MUTANTS: dict[str, CMutant] = {
                 "\tif (p->current_blocknum < p->last_exclusive)\n",
                 "\tif (p->current_blocknum <= p->last_exclusive)\n",
             ),
+            scope="block-range callback",
         ),
         _m(
             "reset-stays-ended",

@@ -20,7 +20,6 @@ whichever ``rsp_traced_*`` the dynamic linker met first.
 
 from __future__ import annotations
 
-import importlib.resources
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from .traced_copy import traced_copy_sources
 __all__ = [
     "READ_STREAM_FLAGS",
     "TraceEvent",
+    "budget_violations",
     "build_traced_scan",
     "install_traced_scan",
     "reads",
@@ -62,7 +62,9 @@ class TraceEvent:
 
 
 def _package_text(*parts: str) -> str:
-    return importlib.resources.files("pytest_readstream.postgres").joinpath(*parts).read_text()
+    # By file path, not importlib.resources: after a test imports the package under an old name
+    # (the moved-name hook), resources.files() hands back an adapter that cannot open data files.
+    return Path(__file__).parent.joinpath(*parts).read_text()
 
 
 def trace_header() -> str:
@@ -94,7 +96,8 @@ def install_traced_scan(conn: Any, shared_object: Path, *, name: str = _FUNCTION
 
     conn.execute(
         sql.SQL(
-            "CREATE OR REPLACE FUNCTION {}(rel regclass, first int8, nblocks int8, flags int4, bulkread bool) "
+            "CREATE OR REPLACE FUNCTION {}(rel regclass, first int8, nblocks int8, flags int4, bulkread bool, "
+            "hold int4, stop_after int8, reset_after int8) "
             "RETURNS TABLE (kind text, blocknum int8, asked int4, accepted int4, forwarded int4, "
             "additional_pin_limit int4, flags int4, must_wait bool) "
             "AS {}, 'rsp_traced_scan' LANGUAGE C STRICT VOLATILE"
@@ -111,19 +114,29 @@ def run_traced_scan(
     first: int = 0,
     flags: int = 0,
     bulkread: bool = False,
+    hold: int = 0,
+    stop_after: int | None = None,
+    reset_after: int | None = None,
     name: str = _FUNCTION,
 ) -> list[TraceEvent]:
     """Run one block-range stream of ``relation`` through the traced copy; its calls, in order.
+
+    The consumer keeps the last ``hold`` buffers pinned; ``stop_after`` ends the stream after
+    that many buffers; ``reset_after`` resets it after that many and continues with the next
+    block due. The driver raises a SQL error when the stream returns a wrong or unread block,
+    ends early, or leaves a buffer of the relation pinned after its end.
 
     ``session`` is anything with ``execute(query, params) -> rows`` (a
     :class:`~pytest_readstream.postgres.session.PgSession`, whose backend then did the reads).
     """
     from psycopg import sql
 
-    query = sql.SQL("SELECT * FROM {}({}::regclass, %s, %s, %s, %s)").format(
+    query = sql.SQL("SELECT * FROM {}({}::regclass, %s, %s, %s, %s, %s, %s, %s)").format(
         sql.Identifier(name), sql.Literal(relation)
     )
-    rows = session.execute(query, (first, nblocks, flags, bulkread))
+    stop = -1 if stop_after is None else stop_after
+    reset = -1 if reset_after is None else reset_after
+    rows = session.execute(query, (first, nblocks, flags, bulkread, hold, stop, reset))
     return [
         TraceEvent(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6]), bool(r[7]))
         for r in rows
@@ -133,3 +146,22 @@ def run_traced_scan(
 def reads(events: list[TraceEvent]) -> list[tuple[int, int]]:
     """The I/Os of a trace: ``(first block, blocks)`` of every start that had to wait."""
     return [(e.blocknum, e.accepted) for e in events if e.kind == "start" and e.must_wait]
+
+
+def budget_violations(events: list[TraceEvent]) -> list[str]:
+    """Starts that asked for more blocks than the additional-pin limit plus forwarded buffers allowed.
+
+    The rule of ``read_stream_start_pending_read`` (PostgreSQL 18): a start may ask for at most
+    ``GetAdditionalPinLimit() + forwarded`` blocks, and always for one.
+    """
+    out = []
+    for e in events:
+        if e.kind != "start" or e.additional_pin_limit < 0:
+            continue
+        budget = max(1, e.additional_pin_limit + e.forwarded)
+        if e.asked > budget:
+            out.append(
+                f"StartReadBuffers asked for {e.asked} blocks from block {e.blocknum} with "
+                f"GetAdditionalPinLimit() = {e.additional_pin_limit} and {e.forwarded} forwarded"
+            )
+    return out
