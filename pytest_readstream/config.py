@@ -62,6 +62,7 @@ class ReadstreamOptions:
     xfails_as_skips: bool
     pg_dsn: str | None
     pg_bindir: str | None
+    announce_report: bool = True
 
     @property
     def seed_given(self) -> bool:
@@ -160,6 +161,13 @@ def add_options(parser: pytest.Parser) -> None:
         "skip the tests listed in the expectations file",
         type="bool",
         default=False,
+    )
+    parser.addini(
+        "readstream_report_announce",
+        "print 'report written to PATH' in the summary (readstream check turns it off for a "
+        "report it deletes)",
+        type="bool",
+        default=True,
     )
     parser.addini("readstream_pg_dsn", "PostgreSQL server URI for the postgres implementation", default="")
     parser.addini(
@@ -277,6 +285,7 @@ def resolve_options(config: pytest.Config) -> ReadstreamOptions:
         xfails_as_skips=bool(as_skips),
         pg_dsn=_optional_str(config, "readstream_pg_dsn", "readstream_pg_dsn"),
         pg_bindir=_optional_str(config, "readstream_pg_bindir", "readstream_pg_bindir"),
+        announce_report=bool(config.getini("readstream_report_announce")),
     )
 
 

@@ -27,6 +27,7 @@ hook or fixture needs them, so a project that only has the plugin installed pays
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,7 @@ from .markers import (
     MARKER_ERROR_KEY,
     READSTREAM_ITEM_KEY,
     add_meta,
+    invariant_tier,
     note_missing_capability,
     register_markers,
     required_capabilities,
@@ -105,6 +107,9 @@ class _State:
     results: Results = field(default_factory=Results)
     report_written: str | None = None
     report_error: str | None = None
+    # Readstream tests deselected (-k, -m, --deselect) per tier, so that a verdict can say how
+    # many tests of a tier exist, not only how many were collected into the run.
+    deselected: Counter[str] = field(default_factory=Counter)
     restore_hypothesis_seed: tuple[Any] | None = None
 
 
@@ -124,11 +129,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
-def _load(opts: ReadstreamOptions) -> Any:
+def _load(config: pytest.Config, opts: ReadstreamOptions) -> Any:
     from .implementations import ImplementationNotFound, load_implementation
 
+    # A module named on the command line is looked for where the user typed the command, then
+    # in the rootdir (an xdist worker gets the controller's invocation directory).
+    search_dirs = [config.invocation_params.dir, config.rootpath]
     try:
-        return load_implementation(opts.impl, pg_dsn=opts.pg_dsn, pg_bindir=opts.pg_bindir)
+        return load_implementation(
+            opts.impl, pg_dsn=opts.pg_dsn, pg_bindir=opts.pg_bindir, search_dirs=search_dirs
+        )
     except ImplementationNotFound as err:
         text = " ".join(str(err).split())  # one line, whatever the underlying error printed
         raise pytest.UsageError(
@@ -183,7 +193,7 @@ def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     opts = resolve_options(config)
     config.stash[OPTIONS_KEY] = opts
-    impl = _load(opts)
+    impl = _load(config, opts)
     config.stash[IMPL_KEY] = impl
     state = _State(options=opts, implementation=impl, is_worker=hasattr(config, "workerinput"))
     if opts.xfails is not None:
@@ -269,6 +279,29 @@ def pytest_collection_modifyitems(
         )
 
 
+_DESELECTED_OUTPUT = "readstream_deselected"
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if not items:
+        return
+    state = items[0].config.stash.get(_STATE_KEY, None)
+    if state is None:
+        return
+    for item in items:
+        tier = invariant_tier(item)
+        if tier is not None:
+            state.deselected[tier] += 1
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands its deselection counts to the controller (``workeroutput``)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    state = session.config.stash.get(_STATE_KEY, None)
+    if workeroutput is not None and state is not None:
+        workeroutput[_DESELECTED_OUTPUT] = dict(state.deselected)
+
+
 # ------------------------------------------------------------------------------------ running
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -336,6 +369,14 @@ class _Results:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         _state(self.config).results.add_report(report)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        # Every worker collects and deselects the same tests: the counts are taken once, not summed.
+        counts = getattr(node, "workeroutput", {}).get(_DESELECTED_OUTPUT) or {}
+        state = _state(self.config)
+        for tier, n in counts.items():
+            state.deselected[tier] = max(state.deselected[tier], int(n))
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = _state(self.config)
@@ -362,6 +403,7 @@ class _Results:
             interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
             plugin_version=plugin_version,
         )
+        data["deselected"] = dict(sorted(state.deselected.items()))
         try:
             write_json_atomically(path, data)
             state.report_written = str(path)
@@ -380,7 +422,7 @@ class _Results:
         )
         for line in lines:
             terminalreporter.write_line(line)
-        if state.report_written:
+        if state.report_written and opts.announce_report:
             terminalreporter.write_line(f"report written to {state.report_written}")
         if state.report_error:
             terminalreporter.write_line(state.report_error, red=True)

@@ -206,3 +206,13 @@ def test_xdist_run_matches_serial_run(pytester: pytest.Pytester) -> None:
     for t in b["tests"]:
         if t["scenario"]:
             assert t["scenario"]["test_seed"] == derive_seed(seed, t["nodeid"])
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_report_counts_deselected_tests_per_tier(pytester: pytest.Pytester, workers: tuple[str, ...]) -> None:
+    """A verdict says how many tests of a tier exist: deselected ones are counted, once, also
+    when xdist workers did the deselecting."""
+    _run(pytester, *workers, "-k", "not test_scan", "--readstream-report=r.json", subprocess=True)
+    report = read_report(pytester.path / "r.json")
+    assert report["deselected"] == {"MUST": 4}
+    assert not [t for t in report["tests"] if "test_scan" in t["nodeid"]]
