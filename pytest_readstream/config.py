@@ -197,6 +197,20 @@ def _path(config: pytest.Config, option: str, ini: str) -> Path | None:
     return None
 
 
+def _xfails_path(config: pytest.Config) -> Path | None:
+    """The expectations file: a path, or the bare name of a file shipped with the plugin.
+
+    A file of that name in the current (or ini) directory wins over the shipped one.
+    """
+    path = _path(config, "readstream_xfails", "readstream_xfails")
+    if path is None or path.exists():
+        return path
+    from .xfails import shipped_expectations
+
+    given = config.getoption("readstream_xfails") or _ini_str(config, "readstream_xfails") or ""
+    return shipped_expectations(str(given)) or path
+
+
 def _impl(config: pytest.Config) -> tuple[str, str]:
     given = config.getoption("readstream_impl")
     if given is not None and given.strip():
@@ -281,7 +295,7 @@ def resolve_options(config: pytest.Config) -> ReadstreamOptions:
         seed=seed,
         seed_source=seed_source,
         report=report,
-        xfails=_path(config, "readstream_xfails", "readstream_xfails"),
+        xfails=_xfails_path(config),
         xfails_as_skips=bool(as_skips),
         pg_dsn=_optional_str(config, "readstream_pg_dsn", "readstream_pg_dsn"),
         pg_bindir=_optional_str(config, "readstream_pg_bindir", "readstream_pg_bindir"),
