@@ -109,8 +109,22 @@ def _storage_expression(profile: Any) -> str:
 class Reproduction:
     """The scenario of one readstream test, for the failure report and the JSON report."""
 
-    def __init__(self, nodeid: str, run_seed: int, test_seed: int, implementation: str) -> None:
+    def __init__(
+        self,
+        nodeid: str,
+        run_seed: int,
+        test_seed: int,
+        implementation: str,
+        *,
+        launcher: tuple[str, ...] = ("pytest",),
+        target: list[str] | None = None,
+        options: tuple[str, ...] = (),
+    ) -> None:
         self.nodeid = nodeid
+        # How the rerun is written: see pytest_readstream._rerun (the way the run was started).
+        self.launcher = launcher
+        self.target = target if target is not None else [nodeid]
+        self.options = options
         self.run_seed = run_seed
         self.test_seed = test_seed
         self.implementation = implementation
@@ -145,14 +159,15 @@ class Reproduction:
 
     # ------------------------------------------------------------------------------ output
     def rerun_command(self) -> str:
-        return " ".join(
-            [
-                "pytest",
-                shlex.quote(self.nodeid),
-                f"--readstream-seed={self.run_seed}",
-                shlex.quote(f"--readstream-impl={self.implementation}"),
-            ]
-        )
+        """The shell command that reruns this test alone with the same seed."""
+        args = [
+            *self.launcher,
+            *self.target,
+            *self.options,
+            f"--readstream-seed={self.run_seed}",
+            f"--readstream-impl={self.implementation}",
+        ]
+        return " ".join(shlex.quote(a) for a in args)
 
     def as_dict(self) -> dict[str, Any]:
         """The scenario as JSON (the report's ``scenario``)."""
