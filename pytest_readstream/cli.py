@@ -327,12 +327,27 @@ def _cmd_oracle(argv: Sequence[str]) -> int:
     args = p.parse_args(argv)
     _check_outputs(args)
     try:
-        from .postgres.oracle import run_oracle
+        from .postgres.oracle import run_oracle, select
     except ImportError as exc:
         raise CliError(
             f"the oracle needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
         ) from None
+    from ._server_args import dsn_problem
     from .postgres import PgHarnessError
+
+    # Every input is checked before a server is started or a scenario runs.
+    if args.only and not select(args.only):
+        from .postgres.scenarios import scenario_names
+
+        raise CliError(
+            f"--only {args.only if len(args.only) > 1 else args.only[0]!r} matches no scenario: allowed "
+            f"substrings of {', '.join(scenario_names())}"
+        )
+    if args.pg_dsn and args.pg_bindir:
+        raise CliError("--pg-dsn and --pg-bindir exclude each other: a running server or a build to start")
+    problem = dsn_problem("--pg-dsn", args.pg_dsn) if args.pg_dsn else None
+    if problem:
+        raise CliError(problem)
 
     try:
         result = run_oracle(

@@ -146,6 +146,35 @@ def _load(config: pytest.Config, opts: ReadstreamOptions) -> Any:
         ) from None
 
 
+def _check_server_options(config: pytest.Config, opts: ReadstreamOptions, is_worker: bool) -> None:
+    """The server options, refused at start-up with one line (exit 4) when they cannot work.
+
+    Given on the command line for another implementation they would be ignored without a word,
+    so that is an error too; an ini file may set them for a project that runs several
+    implementations. Reachability is checked once, by the controller, before any worker starts.
+    """
+    from ._server_args import dsn_problem
+
+    if opts.impl != "postgres":
+        for dest, flag in (
+            ("readstream_pg_dsn", "--readstream-pg-dsn"),
+            ("readstream_pg_bindir", "--readstream-pg-bindir"),
+        ):
+            if config.getoption(dest):
+                raise pytest.UsageError(
+                    f"{flag} applies only to --readstream-impl=postgres (the implementation is {opts.impl!r})"
+                )
+        return
+    if opts.pg_dsn and opts.pg_bindir:
+        raise pytest.UsageError(
+            "--readstream-pg-dsn and --readstream-pg-bindir exclude each other: give a running server "
+            "or a build to start, not both"
+        )
+    problem = dsn_problem("--readstream-pg-dsn", opts.pg_dsn, connect=not is_worker) if opts.pg_dsn else None
+    if problem:
+        raise pytest.UsageError(problem)
+
+
 def _setup_hypothesis(config: pytest.Config, opts: ReadstreamOptions, state: _State) -> None:
     profile = getattr(config.option, "hypothesis_profile", None)
     if not profile and "hypothesis" not in sys.modules:
@@ -193,9 +222,13 @@ def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     opts = resolve_options(config)
     config.stash[OPTIONS_KEY] = opts
+    is_worker = hasattr(config, "workerinput")
+    if opts.impl == "postgres" and opts.pg_dsn and opts.pg_bindir:
+        _check_server_options(config, opts, is_worker)  # before the loader's own complaint
     impl = _load(config, opts)
+    _check_server_options(config, opts, is_worker)
     config.stash[IMPL_KEY] = impl
-    state = _State(options=opts, implementation=impl, is_worker=hasattr(config, "workerinput"))
+    state = _State(options=opts, implementation=impl, is_worker=is_worker)
     if opts.xfails is not None:
         from .xfails import parse_xfails
 
