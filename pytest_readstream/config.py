@@ -63,6 +63,7 @@ class ReadstreamOptions:
     pg_dsn: str | None
     pg_bindir: str | None
     announce_report: bool = True
+    failures: str = "condensed"
 
     @property
     def seed_given(self) -> bool:
@@ -139,6 +140,16 @@ def add_options(parser: pytest.Parser) -> None:
         help="skip the tests listed in --readstream-xfails instead of running them as xfails",
     )
     group.addoption(
+        "--readstream-failures",
+        dest="readstream_failures",
+        choices=("condensed", "full"),
+        default=None,
+        help=(
+            "condensed (default): one full traceback per violated invariant and phase, one line for "
+            "each other case; full: every traceback"
+        ),
+    )
+    group.addoption(
         "--readstream-pg-dsn",
         dest="readstream_pg_dsn",
         metavar="URI",
@@ -169,6 +180,7 @@ def add_options(parser: pytest.Parser) -> None:
         type="bool",
         default=True,
     )
+    parser.addini("readstream_failures", "condensed or full (see --readstream-failures)", default="")
     parser.addini("readstream_pg_dsn", "PostgreSQL server URI for the postgres implementation", default="")
     parser.addini(
         "readstream_pg_bindir", "PostgreSQL bin directory for the postgres implementation", default=""
@@ -209,6 +221,20 @@ def _xfails_path(config: pytest.Config) -> Path | None:
 
     given = config.getoption("readstream_xfails") or _ini_str(config, "readstream_xfails") or ""
     return shipped_expectations(str(given)) or path
+
+
+def _failures(config: pytest.Config) -> str:
+    given = config.getoption("readstream_failures")
+    if given:
+        return str(given)
+    ini = _ini_str(config, "readstream_failures")
+    if ini is None:
+        return "condensed"
+    if ini not in ("condensed", "full"):
+        raise pytest.UsageError(
+            f"ini option readstream_failures = {ini!r} is invalid: allowed condensed, full"
+        )
+    return ini
 
 
 def _impl(config: pytest.Config) -> tuple[str, str]:
@@ -300,6 +326,7 @@ def resolve_options(config: pytest.Config) -> ReadstreamOptions:
         pg_dsn=_optional_str(config, "readstream_pg_dsn", "readstream_pg_dsn"),
         pg_bindir=_optional_str(config, "readstream_pg_bindir", "readstream_pg_bindir"),
         announce_report=bool(config.getini("readstream_report_announce")),
+        failures=_failures(config),
     )
 
 

@@ -110,6 +110,7 @@ class _State:
     # Readstream tests deselected (-k, -m, --deselect) per tier, so that a verdict can say how
     # many tests of a tier exist, not only how many were collected into the run.
     deselected: Counter[str] = field(default_factory=Counter)
+    violation_groups: list[Any] = field(default_factory=list)
     restore_hypothesis_seed: tuple[Any] | None = None
 
 
@@ -146,7 +147,7 @@ def _load(config: pytest.Config, opts: ReadstreamOptions) -> Any:
         ) from None
 
 
-def _check_server_options(config: pytest.Config, opts: ReadstreamOptions, is_worker: bool) -> None:
+def _check_server_options(config: pytest.Config, opts: ReadstreamOptions, impl: Any, is_worker: bool) -> None:
     """The server options, refused at start-up with one line (exit 4) when they cannot work.
 
     Given on the command line for another implementation they would be ignored without a word,
@@ -165,12 +166,11 @@ def _check_server_options(config: pytest.Config, opts: ReadstreamOptions, is_wor
                     f"{flag} applies only to --readstream-impl=postgres (the implementation is {opts.impl!r})"
                 )
         return
-    if opts.pg_dsn and opts.pg_bindir:
-        raise pytest.UsageError(
-            "--readstream-pg-dsn and --readstream-pg-bindir exclude each other: give a running server "
-            "or a build to start, not both"
-        )
-    problem = dsn_problem("--readstream-pg-dsn", opts.pg_dsn, connect=not is_worker) if opts.pg_dsn else None
+    # A DSN with a bin directory is refused by the implementation itself, at creation. The
+    # server is asked only by the harness's own implementation: a substitute registered under
+    # the name (a test double, a wrapper) decides what its DSN means.
+    connect = not is_worker and type(impl).__module__.startswith("pytest_readstream.postgres")
+    problem = dsn_problem("--readstream-pg-dsn", opts.pg_dsn, connect=connect) if opts.pg_dsn else None
     if problem:
         raise pytest.UsageError(problem)
 
@@ -223,10 +223,8 @@ def pytest_configure(config: pytest.Config) -> None:
     opts = resolve_options(config)
     config.stash[OPTIONS_KEY] = opts
     is_worker = hasattr(config, "workerinput")
-    if opts.impl == "postgres" and opts.pg_dsn and opts.pg_bindir:
-        _check_server_options(config, opts, is_worker)  # before the loader's own complaint
     impl = _load(config, opts)
-    _check_server_options(config, opts, is_worker)
+    _check_server_options(config, opts, impl, is_worker)
     config.stash[IMPL_KEY] = impl
     state = _State(options=opts, implementation=impl, is_worker=is_worker)
     if opts.xfails is not None:
@@ -413,6 +411,7 @@ class _Results:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = _state(self.config)
+        self._condense(state)
         path = state.options.report
         if path is None:
             return
@@ -443,6 +442,19 @@ class _Results:
         except OSError as err:
             state.report_error = f"could not write --readstream-report {str(path)!r}: {err}"
 
+    def _condense(self, state: _State) -> None:
+        """Shorten repeated failures before pytest prints them (the terminal reporter prints its
+        failures section after every ``pytest_sessionfinish`` implementation has run)."""
+        if state.options.failures != "condensed":
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        from ._condense import condense
+
+        reports = [*reporter.stats.get("failed", []), *reporter.stats.get("error", [])]
+        state.violation_groups = condense(reports, state.results)
+
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         state = _state(config)
         opts = state.options
@@ -455,6 +467,12 @@ class _Results:
         )
         for line in lines:
             terminalreporter.write_line(line)
+        if state.violation_groups:
+            from ._condense import summary_lines
+
+            terminalreporter.write_line("")
+            for line in summary_lines(state.violation_groups):
+                terminalreporter.write_line(line)
         if state.report_written and opts.announce_report:
             terminalreporter.write_line(f"report written to {state.report_written}")
         if state.report_error:
