@@ -78,7 +78,7 @@ def test_dsn_and_bindir_together(pytester: pytest.Pytester) -> None:
         f"--readstream-pg-bindir={pytester.path}",
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "exclude each other" in _one_error(result)
+    assert "not both" in _one_error(result)
 
 
 @pytest.mark.parametrize(
