@@ -299,13 +299,24 @@ def _cmd_bench(argv: Sequence[str]) -> int:
         from .bench.seeds import run_seed_benchmarks
 
         if args.plot and not Path(args.plot).is_dir():
+            # One rule for every output: its directory must exist (as for --json and
+            # --readstream-report), so a typo never scatters new directories.
             raise CliError(f"--plot {args.plot}: not a directory (create it first)")
+        from ._progress import Progress
+
+        progress = Progress("readstream bench seeds")
         try:
             rows = run_seed_benchmarks(
-                json_path=None, plot_dir=args.plot, jobs=args.jobs, tables=args.table or None
+                json_path=None,
+                plot_dir=args.plot,
+                jobs=args.jobs,
+                tables=args.table or None,
+                progress=progress,
             )
         except ValueError as exc:
             raise CliError(str(exc)) from None
+        finally:
+            progress.close()
         _write_json(args.json, rows)
         return 0
     from .bench.model import run_model_benchmark

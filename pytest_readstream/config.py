@@ -286,23 +286,27 @@ def _optional_str(config: pytest.Config, option: str, ini: str) -> str | None:
 def _check_report_path(path: Path | None) -> None:
     """Refuse at start a report path that could not be written at the end of the run.
 
-    Missing parent directories are created when the report is written (as ``--junitxml``
-    does), so the first existing ancestor must be a writable directory.
+    One rule for every output of the project (``readstream --json``, ``--plot``, the bench
+    scripts): the directory must exist; nothing creates directories a typo named.
     """
     if path is None:
         return
     if path.is_dir():
         raise pytest.UsageError(f"--readstream-report {str(path)!r} is a directory; give a file path")
-    ancestor = path.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
+    parent = path.parent
+    if not parent.is_dir():
+        # Name the real obstacle: a file somewhere up the path, or a directory to create.
+        ancestor = parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if ancestor.exists() and not ancestor.is_dir():
+            what = f"{str(ancestor)!r} is not a directory"
+        else:
+            what = f"directory {str(parent)!r} does not exist (create it first)"
+        raise pytest.UsageError(f"--readstream-report {str(path)!r} cannot be written: {what}")
+    if not os.access(parent, os.W_OK | os.X_OK):
         raise pytest.UsageError(
-            f"--readstream-report {str(path)!r} cannot be written: {str(ancestor)!r} is not a directory"
-        )
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise pytest.UsageError(
-            f"--readstream-report {str(path)!r} cannot be written: directory {str(ancestor)!r} is not writable"
+            f"--readstream-report {str(path)!r} cannot be written: directory {str(parent)!r} is not writable"
         )
 
 

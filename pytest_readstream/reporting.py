@@ -303,7 +303,6 @@ def _io_line(totals: dict[str, Any]) -> str:
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
