@@ -103,8 +103,12 @@ def condense(reports: Iterable[Any], results: Results) -> list[Group]:
 
 
 def summary_lines(groups: list[Group]) -> list[str]:
-    """The condensed view's summary: per invariant, the case shown in full and the count."""
-    if not groups:
+    """The condensed view's summary: per invariant, the case shown in full and the count.
+
+    Empty when nothing was condensed (no invariant failed more than once): every failure is
+    then shown in full already, and a summary would only repeat it.
+    """
+    if all(len(g.reports) == 1 for g in groups):
         return []
     lines = ["violations by invariant (condensed; --readstream-failures=full prints every traceback):"]
     for g in groups:

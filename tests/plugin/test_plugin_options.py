@@ -121,6 +121,7 @@ def test_bad_seed_in_ini(probe: pytest.Pytester) -> None:
 
 
 def test_report_path_from_command_line_and_ini(probe: pytest.Pytester) -> None:
+    probe.mkdir("out")  # an output's directory must exist (one rule for every output)
     result = probe.runpytest("-s", "--readstream-report=out/r.json")
     assert _probe(result, "REPORT") == [str(probe.path / "out" / "r.json")]
     assert read_report(probe.path / "out" / "r.json")["summary"]["passed"] == 1
