@@ -515,6 +515,7 @@ def test_pytest_run_ends_with_one_clear_error(tmp_path: Path, xdist: bool) -> No
     env.pop("PYTEST_CURRENT_TEST", None)
     proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
+    assert pidfile.exists(), out  # the first test did not get to kill the server: say why
     pid, data_dir = pidfile.read_text().split()
     # The short summary repeats the failure's message in full only when pytest
     # believes it runs on CI (the CI variable); elsewhere it cuts it to the
