@@ -30,7 +30,6 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -177,9 +176,32 @@ def _run_pytest(args: list[str]) -> int:
     return subprocess.call([sys.executable, "-m", "pytest", *args])
 
 
+def _check_impl_name(name: str) -> None:
+    """Refuse an implementation that cannot be loaded before the suite starts (exit 2).
+
+    The plugin would refuse it too, but its message names ``--readstream-impl``, an option
+    this user never typed, and pytest exits 4 for it where ``readstream`` promises 2.
+    """
+    from .implementations import ImplementationNotFound, load_implementation
+
+    try:
+        impl = load_implementation(name, search_dirs=[Path.cwd()])
+    except ImplementationNotFound as err:
+        raise CliError(f"--impl {name}: {' '.join(str(err).split())}") from None
+    close = getattr(impl, "close", None)
+    if callable(close):
+        close()
+
+
 def _cmd_check(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="readstream check", description="Run the conformance suite and summarise it."
+        prog="readstream check",
+        description="Run the conformance suite and summarise it.",
+        epilog=(
+            "exit status: 0 conforms (every MUST test ran and passed); 1 does not conform (a MUST "
+            "test failed, or is a listed known failure); 2 usage error; 3 incomplete (no MUST "
+            "failure, but not every MUST test ran); 130 interrupted"
+        ),
     )
     p.add_argument("--impl", default=None, help="implementation under test (default: reference)")
     p.add_argument("-n", dest="workers", default="2", help="pytest-xdist workers (default 2; 0 = serial)")
@@ -188,57 +210,58 @@ def _cmd_check(argv: Sequence[str]) -> int:
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = p.parse_args(argv)
     _check_outputs(args)
+    if args.impl:
+        _check_impl_name(args.impl)
     if args.json:
-        return _check_with_report(args, args.json)
-    # The summary needs the per-test report; without --json it lives only as long as the run.
+        return _check_with_report(args, args.json, kept=True)
+    # The summary needs the per-test report; without --json it lives only as long as the run,
+    # so the suite is told not to announce it.
     with tempfile.TemporaryDirectory(prefix="readstream-check-") as tmp:
-        return _check_with_report(args, os.path.join(tmp, "report.json"))
+        return _check_with_report(args, os.path.join(tmp, "report.json"), kept=False)
 
 
-def _check_with_report(args: argparse.Namespace, report: str) -> int:
+def _check_with_report(args: argparse.Namespace, report: str, *, kept: bool) -> int:
     """Run the suite writing its report to ``report``, then print the verdict from it."""
+    from pytest import ExitCode
+
+    from .verdict import EXIT_USAGE
+
     cmd = ["--pyargs", "readstream_conformance", "-q", "-p", "no:cacheprovider"]
     cmd += [f"--hypothesis-profile={args.profile}", f"--readstream-report={report}"]
+    if not kept:
+        cmd += ["-o", "readstream_report_announce=false"]
     if args.impl:
         cmd.append(f"--readstream-impl={args.impl}")
     if args.workers not in ("0", ""):
         cmd += ["-n", args.workers]
     cmd += list(args.pytest_args)
     rc = _run_pytest(cmd)
-    if Path(report).exists():
-        _print_check_summary(json.loads(Path(report).read_text()))
-    return rc
+    if rc == int(ExitCode.USAGE_ERROR):
+        return EXIT_USAGE  # pytest printed the one line naming the bad value; no test ran
+    if not Path(report).exists():
+        print(f"readstream check: pytest ended with status {rc} before writing its report", file=sys.stderr)
+        return rc if rc else 1
+    return _print_check_summary(json.loads(Path(report).read_text()))
 
 
-def _print_check_summary(report: dict[str, Any]) -> None:
-    """The verdict by tier, from the JSON report (the plugin has printed the family table)."""
+def _print_check_summary(report: dict[str, Any]) -> int:
+    """The per-tier table and the verdict line (the plugin has printed the family table);
+    returns the verdict's exit status."""
+    from .verdict import tier_counts, tier_table, verdict
+
     print()
-    print(check_verdict(report))
+    for line in tier_table(tier_counts(report)):
+        print(line)
+    result = verdict(report)
+    print(result.line)
+    return result.exit_status
 
 
 def check_verdict(report: dict[str, Any]) -> str:
-    """One line: does the implementation conform (no MUST test failed or errored), and per tier
-    how many tests passed of those that ran (skips and expected failures are counted apart)."""
-    tiers: dict[str, Counter[str]] = {}
-    for fam in report.get("families", {}).values():
-        for tier, counts in fam.items():
-            tiers.setdefault(tier, Counter()).update(counts)
-    impl = report.get("implementation") or {}
-    name = impl.get("name", "?") if isinstance(impl, dict) else str(impl)
-    if not tiers:
-        return f"readstream check: {name}: no conformance test ran"
-    must = tiers.get("MUST", Counter())
-    ok = must["failed"] + must["error"] + must["incomplete"] == 0 and not report.get("interrupted")
-    parts = []
-    for tier in ("MUST", "SHOULD", "MAY"):
-        c = tiers.get(tier)
-        if c is None:
-            continue
-        ran = c["passed"] + c["failed"] + c["error"] + c["xpassed"] + c["incomplete"]
-        extra = [f"{c[k]} {k}" for k in ("skipped", "xfailed") if c[k]]
-        parts.append(f"{tier} {c['passed']}/{ran} passed" + (f" ({', '.join(extra)})" if extra else ""))
-    verdict = "conforms" if ok else "DOES NOT CONFORM"
-    return f"readstream check: {name} {verdict}: " + "; ".join(parts) + f"; seed {report.get('seed')}"
+    """The verdict line of a report (:func:`pytest_readstream.verdict.verdict`)."""
+    from .verdict import verdict
+
+    return verdict(report).line
 
 
 # ---------------------------------------------------------------------------------------- others
@@ -332,13 +355,24 @@ def _cmd_bench(argv: Sequence[str]) -> int:
         from .bench.seeds import run_seed_benchmarks
 
         if args.plot and not Path(args.plot).is_dir():
+            # One rule for every output: its directory must exist (as for --json and
+            # --readstream-report), so a typo never scatters new directories.
             raise CliError(f"--plot {args.plot}: not a directory (create it first)")
+        from ._progress import Progress
+
+        progress = Progress("readstream bench seeds")
         try:
             rows = run_seed_benchmarks(
-                json_path=None, plot_dir=args.plot, jobs=args.jobs, tables=args.table or None
+                json_path=None,
+                plot_dir=args.plot,
+                jobs=args.jobs,
+                tables=args.table or None,
+                progress=progress,
             )
         except ValueError as exc:
             raise CliError(str(exc)) from None
+        finally:
+            progress.close()
         _write_json(args.json, rows)
         return 0
     from .bench.model import run_model_benchmark
@@ -381,12 +415,27 @@ def _cmd_oracle(argv: Sequence[str]) -> int:
     if args.timing:
         return _oracle_timing(args)
     try:
-        from .postgres.oracle import run_oracle
+        from .postgres.oracle import run_oracle, select
     except ImportError as exc:
         raise CliError(
             f"the oracle needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
         ) from None
+    from ._server_args import dsn_problem
     from .postgres import PgHarnessError
+
+    # Every input is checked before a server is started or a scenario runs.
+    if args.only and not select(args.only):
+        from .postgres.scenarios import scenario_names
+
+        raise CliError(
+            f"--only {args.only if len(args.only) > 1 else args.only[0]!r} matches no scenario: allowed "
+            f"substrings of {', '.join(scenario_names())}"
+        )
+    if args.pg_dsn and args.pg_bindir:
+        raise CliError("--pg-dsn and --pg-bindir exclude each other: a running server or a build to start")
+    problem = dsn_problem("--pg-dsn", args.pg_dsn) if args.pg_dsn else None
+    if problem:
+        raise CliError(problem)
 
     try:
         result = run_oracle(

@@ -65,6 +65,8 @@ class ReadstreamOptions:
     pg_source: Path | None = None
     pg_fetch_source: bool = False
     pg_mutant: str | None = None
+    announce_report: bool = True
+    failures: str = "condensed"
 
     @property
     def seed_given(self) -> bool:
@@ -154,6 +156,16 @@ def add_options(parser: pytest.Parser) -> None:
         help="skip the tests listed in --readstream-xfails instead of running them as xfails",
     )
     group.addoption(
+        "--readstream-failures",
+        dest="readstream_failures",
+        choices=("condensed", "full"),
+        default=None,
+        help=(
+            "condensed (default): one full traceback per violated invariant and phase, one line for "
+            "each other case; full: every traceback"
+        ),
+    )
+    group.addoption(
         "--readstream-pg-dsn",
         dest="readstream_pg_dsn",
         metavar="URI",
@@ -201,6 +213,14 @@ def add_options(parser: pytest.Parser) -> None:
         type="bool",
         default=False,
     )
+    parser.addini(
+        "readstream_report_announce",
+        "print 'report written to PATH' in the summary (readstream check turns it off for a "
+        "report it deletes)",
+        type="bool",
+        default=True,
+    )
+    parser.addini("readstream_failures", "condensed or full (see --readstream-failures)", default="")
     parser.addini("readstream_pg_dsn", "PostgreSQL server URI for the postgres implementation", default="")
     parser.addini(
         "readstream_pg_bindir", "PostgreSQL bin directory for the postgres implementation", default=""
@@ -237,6 +257,34 @@ def _path(config: pytest.Config, option: str, ini: str) -> Path | None:
     if from_ini:
         return (_ini_base(config) / from_ini).resolve()
     return None
+
+
+def _xfails_path(config: pytest.Config) -> Path | None:
+    """The expectations file: a path, or the bare name of a file shipped with the plugin.
+
+    A file of that name in the current (or ini) directory wins over the shipped one.
+    """
+    path = _path(config, "readstream_xfails", "readstream_xfails")
+    if path is None or path.exists():
+        return path
+    from .xfails import shipped_expectations
+
+    given = config.getoption("readstream_xfails") or _ini_str(config, "readstream_xfails") or ""
+    return shipped_expectations(str(given)) or path
+
+
+def _failures(config: pytest.Config) -> str:
+    given = config.getoption("readstream_failures")
+    if given:
+        return str(given)
+    ini = _ini_str(config, "readstream_failures")
+    if ini is None:
+        return "condensed"
+    if ini not in ("condensed", "full"):
+        raise pytest.UsageError(
+            f"ini option readstream_failures = {ini!r} is invalid: allowed condensed, full"
+        )
+    return ini
 
 
 def _impl(config: pytest.Config) -> tuple[str, str]:
@@ -288,23 +336,27 @@ def _optional_str(config: pytest.Config, option: str, ini: str) -> str | None:
 def _check_report_path(path: Path | None) -> None:
     """Refuse at start a report path that could not be written at the end of the run.
 
-    Missing parent directories are created when the report is written (as ``--junitxml``
-    does), so the first existing ancestor must be a writable directory.
+    One rule for every output of the project (``readstream --json``, ``--plot``, the bench
+    scripts): the directory must exist; nothing creates directories a typo named.
     """
     if path is None:
         return
     if path.is_dir():
         raise pytest.UsageError(f"--readstream-report {str(path)!r} is a directory; give a file path")
-    ancestor = path.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
+    parent = path.parent
+    if not parent.is_dir():
+        # Name the real obstacle: a file somewhere up the path, or a directory to create.
+        ancestor = parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if ancestor.exists() and not ancestor.is_dir():
+            what = f"{str(ancestor)!r} is not a directory"
+        else:
+            what = f"directory {str(parent)!r} does not exist (create it first)"
+        raise pytest.UsageError(f"--readstream-report {str(path)!r} cannot be written: {what}")
+    if not os.access(parent, os.W_OK | os.X_OK):
         raise pytest.UsageError(
-            f"--readstream-report {str(path)!r} cannot be written: {str(ancestor)!r} is not a directory"
-        )
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise pytest.UsageError(
-            f"--readstream-report {str(path)!r} cannot be written: directory {str(ancestor)!r} is not writable"
+            f"--readstream-report {str(path)!r} cannot be written: directory {str(parent)!r} is not writable"
         )
 
 
@@ -372,13 +424,15 @@ def resolve_options(config: pytest.Config) -> ReadstreamOptions:
         seed=seed,
         seed_source=seed_source,
         report=report,
-        xfails=_path(config, "readstream_xfails", "readstream_xfails"),
+        xfails=_xfails_path(config),
         xfails_as_skips=bool(as_skips),
         pg_dsn=pg_dsn,
         pg_bindir=pg_bindir,
         pg_source=pg_source,
         pg_fetch_source=bool(fetch),
         pg_mutant=pg_mutant,
+        announce_report=bool(config.getini("readstream_report_announce")),
+        failures=_failures(config),
     )
 
 

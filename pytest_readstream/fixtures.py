@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from ._rerun import RerunStyle, rerun_style, rerun_target
 from .config import get_options
 from .protocol import CAPABILITIES
 from .reporting import STATS_PROPERTY
@@ -73,17 +74,32 @@ def _implementation(config: pytest.Config) -> Any:
     return config.stash[IMPL_KEY]
 
 
+_RERUN_KEY = pytest.StashKey[RerunStyle]()
+
+
+def rerun_style_of(config: pytest.Config) -> RerunStyle:
+    """The session's way of writing reruns (computed once)."""
+    style = config.stash.get(_RERUN_KEY, None)
+    if style is None:
+        style = config.stash[_RERUN_KEY] = rerun_style(config)
+    return style
+
+
 def repro_for(item: pytest.Item) -> Reproduction:
     """The test's reproduction record (created on first use)."""
     repro = item.stash.get(REPRO_KEY, None)
     if repro is None:
         opts = get_options(item.config)
+        style = rerun_style_of(item.config)
         repro = Reproduction(
             item.nodeid,
             opts.seed,
             derive_seed(opts.seed, item.nodeid),
             opts.impl,
             impl_args=opts.server_build_args(),
+            launcher=style.launcher,
+            target=rerun_target(item, style),
+            options=style.options,
         )
         item.stash[REPRO_KEY] = repro
     return repro

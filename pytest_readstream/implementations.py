@@ -22,7 +22,9 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from .protocol import check_implementation
@@ -88,19 +90,46 @@ def _available_text() -> str:
 
 
 # --------------------------------------------------------------------------------- loading
-def _import_target(target: str, given: str) -> Any:
+def _holds_module(directory: Path, top: str) -> bool:
+    """Whether ``directory`` has the top-level module or package ``top`` (a file or a folder)."""
+    return (directory / f"{top}.py").is_file() or (directory / top).is_dir()
+
+
+def _make_importable(module_name: str, search_dirs: Sequence[Path]) -> None:
+    """Put the first of ``search_dirs`` holding the module's top-level name on ``sys.path``.
+
+    Plain ``pytest`` (unlike ``python -m pytest``) does not put the current directory on
+    ``sys.path``, so ``--readstream-impl=mymod:MyImpl`` typed next to ``mymod.py`` would not
+    import. The directory is added only when the module is not importable already, and after
+    the entries there, so an installed package of the same name still wins.
+    """
+    top = module_name.split(".")[0]
+    if importlib.util.find_spec(top) is not None:
+        return
+    for directory in search_dirs:
+        directory = Path(directory).resolve()
+        if _holds_module(directory, top):
+            if str(directory) not in sys.path:
+                sys.path.append(str(directory))
+            importlib.invalidate_caches()
+            return
+
+
+def _import_target(target: str, given: str, search_dirs: Sequence[Path] = ()) -> Any:
     module_name, _, attr_path = target.partition(":")
     if not module_name or not attr_path:
         raise ImplementationNotFound(f"{given!r} is not of the form package.module:attr; {_available_text()}")
     try:
+        _make_importable(module_name, search_dirs)
         module = importlib.import_module(module_name)
     except ImportError as err:
         missing = getattr(err, "name", None)
         hint = ""
         if missing and module_name.split(".")[0] == missing.split(".")[0]:
+            where = ", ".join(str(Path(d)) for d in dict.fromkeys(search_dirs))
             hint = (
-                " (is it importable from here? add its directory to sys.path, e.g. with the "
-                "'pythonpath' ini option or by running 'python -m pytest')"
+                f" (looked on sys.path{' and in ' + where if where else ''}; add its directory "
+                "with the 'pythonpath' ini option or PYTHONPATH)"
             )
         raise ImplementationNotFound(
             f"cannot import module {module_name!r} for implementation {given!r}: "
@@ -184,12 +213,14 @@ def load_implementation(
     pg_source: str | None = None,
     pg_fetch_source: bool = False,
     pg_mutant: str | None = None,
+    search_dirs: Sequence[Path] = (),
 ) -> Any:
     """The implementation object ``name`` designates, checked against the protocol.
 
     ``pg_source``, ``pg_fetch_source`` and ``pg_mutant`` go to the ``postgres`` implementation
-    (the traced copy of the server's ``read_stream.c``, see ``postgres.traced_copy``).
-
+    (the traced copy of the server's ``read_stream.c``, see ``postgres.traced_copy``). A
+    ``package.module:attr`` whose top-level module is not importable is also looked for in
+    ``search_dirs`` (the plugin passes pytest's invocation directory and rootdir).
     Raises :class:`ImplementationNotFound` with a one-line message when it cannot be had.
     """
     given = name.strip()
@@ -214,7 +245,7 @@ def load_implementation(
                 ) from None
             impl = _instantiate(obj, given, {})
         elif ":" in given:
-            impl = _instantiate(_import_target(given, given), given, {})
+            impl = _instantiate(_import_target(given, given, search_dirs), given, {})
         else:
             raise ImplementationNotFound(f"unknown implementation {given!r}; {_available_text()}")
     problems = check_implementation(impl)

@@ -35,6 +35,7 @@ __all__ = [
     "MARKER_ERROR_KEY",
     "READSTREAM_ITEM_KEY",
     "add_meta",
+    "invariant_tier",
     "note_missing_capability",
     "required_capabilities",
 ]
@@ -82,6 +83,15 @@ def _invariant(item: pytest.Item) -> dict[str, str] | None:
             f"@pytest.mark.readstream_invariant({family!r}, {tier!r}): tier must be one of {', '.join(TIERS)}"
         )
     return {"family": family.strip(), "tier": tier.upper()}
+
+
+def invariant_tier(item: pytest.Item) -> str | None:
+    """The item's tier (``MUST``, ``SHOULD``, ``MAY``), or ``None`` when it has no valid marker."""
+    try:
+        invariant = _invariant(item)
+    except ValueError:
+        return None
+    return invariant["tier"] if invariant else None
 
 
 def required_capabilities(item: pytest.Item) -> list[str]:

@@ -27,6 +27,7 @@ hook or fixture needs them, so a project that only has the plugin installed pays
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,7 @@ from .markers import (
     MARKER_ERROR_KEY,
     READSTREAM_ITEM_KEY,
     add_meta,
+    invariant_tier,
     note_missing_capability,
     register_markers,
     required_capabilities,
@@ -105,6 +107,10 @@ class _State:
     results: Results = field(default_factory=Results)
     report_written: str | None = None
     report_error: str | None = None
+    # Readstream tests deselected (-k, -m, --deselect) per tier, so that a verdict can say how
+    # many tests of a tier exist, not only how many were collected into the run.
+    deselected: Counter[str] = field(default_factory=Counter)
+    violation_groups: list[Any] = field(default_factory=list)
     restore_hypothesis_seed: tuple[Any] | None = None
 
 
@@ -124,9 +130,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
-def _load(opts: ReadstreamOptions) -> Any:
+def _load(config: pytest.Config, opts: ReadstreamOptions) -> Any:
     from .implementations import ImplementationNotFound, load_implementation
 
+    # A module named on the command line is looked for where the user typed the command, then
+    # in the rootdir (an xdist worker gets the controller's invocation directory).
+    search_dirs = [config.invocation_params.dir, config.rootpath]
     try:
         return load_implementation(
             opts.impl,
@@ -135,12 +144,41 @@ def _load(opts: ReadstreamOptions) -> Any:
             pg_source=str(opts.pg_source) if opts.pg_source is not None else None,
             pg_fetch_source=opts.pg_fetch_source,
             pg_mutant=opts.pg_mutant,
+            search_dirs=search_dirs,
         )
     except ImplementationNotFound as err:
         text = " ".join(str(err).split())  # one line, whatever the underlying error printed
         raise pytest.UsageError(
             f"--readstream-impl={opts.impl} (from {opts.describe_impl_source()}): {text}"
         ) from None
+
+
+def _check_server_options(config: pytest.Config, opts: ReadstreamOptions, impl: Any, is_worker: bool) -> None:
+    """The server options, refused at start-up with one line (exit 4) when they cannot work.
+
+    Given on the command line for another implementation they would be ignored without a word,
+    so that is an error too; an ini file may set them for a project that runs several
+    implementations. Reachability is checked once, by the controller, before any worker starts.
+    """
+    from ._server_args import dsn_problem
+
+    if opts.impl != "postgres":
+        for dest, flag in (
+            ("readstream_pg_dsn", "--readstream-pg-dsn"),
+            ("readstream_pg_bindir", "--readstream-pg-bindir"),
+        ):
+            if config.getoption(dest):
+                raise pytest.UsageError(
+                    f"{flag} applies only to --readstream-impl=postgres (the implementation is {opts.impl!r})"
+                )
+        return
+    # A DSN with a bin directory is refused by the implementation itself, at creation. The
+    # server is asked only by the harness's own implementation: a substitute registered under
+    # the name (a test double, a wrapper) decides what its DSN means.
+    connect = not is_worker and type(impl).__module__.startswith("pytest_readstream.postgres")
+    problem = dsn_problem("--readstream-pg-dsn", opts.pg_dsn, connect=connect) if opts.pg_dsn else None
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def _setup_hypothesis(config: pytest.Config, opts: ReadstreamOptions, state: _State) -> None:
@@ -190,9 +228,11 @@ def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     opts = resolve_options(config)
     config.stash[OPTIONS_KEY] = opts
-    impl = _load(opts)
+    is_worker = hasattr(config, "workerinput")
+    impl = _load(config, opts)
+    _check_server_options(config, opts, impl, is_worker)
     config.stash[IMPL_KEY] = impl
-    state = _State(options=opts, implementation=impl, is_worker=hasattr(config, "workerinput"))
+    state = _State(options=opts, implementation=impl, is_worker=is_worker)
     if opts.xfails is not None:
         from .xfails import parse_xfails
 
@@ -284,6 +324,29 @@ def pytest_collection_modifyitems(
         )
 
 
+_DESELECTED_OUTPUT = "readstream_deselected"
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if not items:
+        return
+    state = items[0].config.stash.get(_STATE_KEY, None)
+    if state is None:
+        return
+    for item in items:
+        tier = invariant_tier(item)
+        if tier is not None:
+            state.deselected[tier] += 1
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands its deselection counts to the controller (``workeroutput``)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    state = session.config.stash.get(_STATE_KEY, None)
+    if workeroutput is not None and state is not None:
+        workeroutput[_DESELECTED_OUTPUT] = dict(state.deselected)
+
+
 # ------------------------------------------------------------------------------------ running
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -354,9 +417,18 @@ class _Results:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         _state(self.config).results.add_report(report)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        # Every worker collects and deselects the same tests: the counts are taken once, not summed.
+        counts = getattr(node, "workeroutput", {}).get(_DESELECTED_OUTPUT) or {}
+        state = _state(self.config)
+        for tier, n in counts.items():
+            state.deselected[tier] = max(state.deselected[tier], int(n))
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = _state(self.config)
+        self._condense(state)
         path = state.options.report
         if path is None:
             return
@@ -380,11 +452,25 @@ class _Results:
             interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
             plugin_version=plugin_version,
         )
+        data["deselected"] = dict(sorted(state.deselected.items()))
         try:
             write_json_atomically(path, data)
             state.report_written = str(path)
         except OSError as err:
             state.report_error = f"could not write --readstream-report {str(path)!r}: {err}"
+
+    def _condense(self, state: _State) -> None:
+        """Shorten repeated failures before pytest prints them (the terminal reporter prints its
+        failures section after every ``pytest_sessionfinish`` implementation has run)."""
+        if state.options.failures != "condensed":
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        from ._condense import condense
+
+        reports = [*reporter.stats.get("failed", []), *reporter.stats.get("error", [])]
+        state.violation_groups = condense(reports, state.results)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         state = _state(config)
@@ -398,7 +484,13 @@ class _Results:
         )
         for line in lines:
             terminalreporter.write_line(line)
-        if state.report_written:
+        if state.violation_groups:
+            from ._condense import summary_lines
+
+            terminalreporter.write_line("")
+            for line in summary_lines(state.violation_groups):
+                terminalreporter.write_line(line)
+        if state.report_written and opts.announce_report:
             terminalreporter.write_line(f"report written to {state.report_written}")
         if state.report_error:
             terminalreporter.write_line(state.report_error, red=True)

@@ -67,6 +67,10 @@ class TestResult:
     meta: dict[str, Any] = field(default_factory=dict)
     scenario: dict[str, Any] | None = None
     stats: list[dict[str, Any]] = field(default_factory=list)
+    # The test as pytest's own totals count it: one entry per phase report that pytest counts,
+    # so a test that failed and then left pins is one "failed" and one "error", as in
+    # "43 failed, 408 passed, 42 errors".
+    pytest_counts: Counter[str] = field(default_factory=Counter)
 
     @property
     def family(self) -> str:
@@ -128,6 +132,18 @@ def _outcome(report: pytest.TestReport, previous: str) -> str:
     return previous
 
 
+def _pytest_category(report: pytest.TestReport) -> str | None:
+    """The category pytest's terminal totals put this phase report in (``None``: not counted)."""
+    wasxfail = hasattr(report, "wasxfail")
+    if report.failed:
+        return "failed" if report.when == "call" else "error"
+    if report.skipped:
+        return "xfailed" if wasxfail else "skipped"
+    if report.when == "call":
+        return "xpassed" if wasxfail else "passed"
+    return None
+
+
 class Results:
     """Per-test results gathered from the reports (the controller's view of the run)."""
 
@@ -143,6 +159,9 @@ class Results:
             if report.failed or report.skipped or new_outcome in ("xpassed",):
                 res.message = _short_message(report) or res.message
         res.outcome = new_outcome
+        category = _pytest_category(report)
+        if category:
+            res.pytest_counts[category] += 1
         res.duration += float(getattr(report, "duration", 0.0) or 0.0)
         # Each report carries the test's user_properties as they were then; the latest is the
         # most complete (teardown's has everything the test attached).
@@ -168,6 +187,13 @@ class Results:
         table: dict[tuple[str, str], Counter[str]] = {}
         for t in self.readstream_tests():
             table.setdefault((t.family, t.tier), Counter())[t.outcome] += 1
+        return dict(sorted(table.items(), key=lambda kv: (kv[0][0] == _NO_FAMILY, kv[0])))
+
+    def pytest_counts_by_family(self) -> dict[tuple[str, str], Counter[str]]:
+        """Like :meth:`by_family`, but counted as pytest's totals count (the terminal table)."""
+        table: dict[tuple[str, str], Counter[str]] = {}
+        for t in self.readstream_tests():
+            table.setdefault((t.family, t.tier), Counter()).update(t.pytest_counts)
         return dict(sorted(table.items(), key=lambda kv: (kv[0][0] == _NO_FAMILY, kv[0])))
 
     def missing_capabilities(self) -> Counter[str]:
@@ -228,7 +254,7 @@ class Results:
 
     def summary_lines(self, *, impl_line: str, seed_line: str) -> list[str]:
         lines = [impl_line, seed_line]
-        table = self.by_family()
+        table = self.pytest_counts_by_family()
         if table:
             cols = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
             width = max(len("invariant family"), *(len(f) for f, _ in table))
@@ -277,7 +303,6 @@ def _io_line(totals: dict[str, Any]) -> str:
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

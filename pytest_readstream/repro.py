@@ -117,8 +117,15 @@ class Reproduction:
         implementation: str,
         *,
         impl_args: tuple[str, ...] = (),
+        launcher: tuple[str, ...] = ("pytest",),
+        target: list[str] | None = None,
+        options: tuple[str, ...] = (),
     ) -> None:
         self.nodeid = nodeid
+        # How the rerun is written: see pytest_readstream._rerun (the way the run was started).
+        self.launcher = launcher
+        self.target = target if target is not None else [nodeid]
+        self.options = options
         self.run_seed = run_seed
         self.test_seed = test_seed
         self.implementation = implementation
@@ -155,15 +162,16 @@ class Reproduction:
 
     # ------------------------------------------------------------------------------ output
     def rerun_command(self) -> str:
-        return " ".join(
-            [
-                "pytest",
-                shlex.quote(self.nodeid),
-                f"--readstream-seed={self.run_seed}",
-                shlex.quote(f"--readstream-impl={self.implementation}"),
-                *(shlex.quote(a) for a in self.impl_args),
-            ]
-        )
+        """The shell command that reruns this test alone with the same seed."""
+        args = [
+            *self.launcher,
+            *self.target,
+            *self.options,
+            f"--readstream-seed={self.run_seed}",
+            f"--readstream-impl={self.implementation}",
+            *self.impl_args,
+        ]
+        return " ".join(shlex.quote(a) for a in args)
 
     def as_dict(self) -> dict[str, Any]:
         """The scenario as JSON (the report's ``scenario``)."""

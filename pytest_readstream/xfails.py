@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 
 __all__ = [
+    "SHIPPED_DIR",
+    "shipped_expectations",
     "XfailEntry",
     "ReadstreamXfailsWarning",
     "parse_xfails",
@@ -37,6 +39,19 @@ __all__ = [
 ]
 
 _COMMENT = re.compile(r"(^|\s)#")
+#: Expectations files shipped in the package (``--readstream-xfails=postgresql-18``).
+SHIPPED_DIR = Path(__file__).parent / "expectations"
+
+
+def shipped_expectations(name: str) -> Path | None:
+    """The shipped expectations file ``name`` (with or without ``.txt``), or ``None``.
+
+    Only a bare name qualifies: anything with a directory part is a path the user meant.
+    """
+    if not name or "/" in name or "\\" in name:
+        return None
+    candidate = SHIPPED_DIR / (name if name.endswith(".txt") else f"{name}.txt")
+    return candidate if candidate.is_file() else None
 
 
 class ReadstreamXfailsWarning(pytest.PytestWarning):

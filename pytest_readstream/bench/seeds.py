@@ -365,13 +365,15 @@ def run_seed_benchmarks(
     jobs: int | None = None,
     tables: Iterable[str] | None = None,
     out: TextIO | None = None,
+    progress: Any = None,
 ) -> list[dict[str, Any]]:
     """Reproduce every seed table; print them, return the rows, optionally write JSON and plots.
 
     ``scale`` < 1 shrinks the tables (tests); ``jobs`` worker processes (default: two, or one
     on a single CPU); ``tables`` restricts to some table keys; ``out`` receives the printed
     tables (standard output by default, ``None`` printing nothing is not offered: pass
-    ``open(os.devnull, "w")``).
+    ``open(os.devnull, "w")``). ``progress`` (a :class:`pytest_readstream._progress.Progress`)
+    is told of every calibration and run as it finishes.
     """
     t_start = time.perf_counter()
     stream = out if out is not None else sys.stdout
@@ -398,12 +400,16 @@ def run_seed_benchmarks(
         # A table's runs are submitted as soon as its calibration is known (no barrier after the
         # calibrations: both workers stay busy), each batch longest first.
         futs = {pool.submit(_calibrate_table, keys[0], scale): keys for keys in by_cal.values()}
+        if progress is not None:
+            progress.add(len(futs))
         run_futs: dict[Run, Any] = {}
         by_key = {t.key: t for t in ready}
         for fut in as_completed(futs):
             keys = futs[fut]
             cal, done_run, done_res = fut.result()
             results[done_run] = done_res
+            if progress is not None:
+                progress.step(f"calibrated {', '.join(keys)}")
             batch: dict[Run, None] = {}
             for k in keys:
                 calibs[k] = cal
@@ -412,8 +418,16 @@ def run_seed_benchmarks(
                         batch[r] = None
             for r in sorted(batch, key=_run_cost, reverse=True):
                 run_futs[r] = pool.submit(_timed_run, r)
-        for r, rfut in run_futs.items():
-            results[r] = rfut.result()[0]
+            if progress is not None:
+                progress.add(len(batch))
+        # Collected as they finish, so that the progress shows each run when it ends.
+        run_of = {rfut: r for r, rfut in run_futs.items()}
+        for rfut in as_completed(run_of):
+            r = run_of[rfut]
+            res, seconds = rfut.result()
+            results[r] = res
+            if progress is not None:
+                progress.step(f"ran {r.label or r.scan} ({seconds:.1f} s)")
     rows: list[dict[str, Any]] = []
     for t in all_tables:
         rows.extend(table_rows(t, calibs.get(t.key), results, missing[t.key]))

@@ -40,6 +40,7 @@ from ._process import (
     _run_as,
     _RunAs,
     _server_processes,
+    _shared_temp_root,
 )
 from .errors import PgHarnessError, PgNotAvailable, PgStartupError
 from .settings import ServerSettings
@@ -168,11 +169,12 @@ def _server_home(workdir: Path, run_as: _RunAs) -> Path:
     makes ``pytest-of-<user>`` mode 0700 whenever any pytest run starts, and a server living
     under it then dies with "Permission denied" in the middle of another run. So such a server
     lives in a directory of the harness's own, which no other program changes: one per OS user
-    of the harness, mode 0711, directly in the system's temporary directory.
+    of the harness, mode 0711, directly in a shared temporary directory (``/tmp``), also when
+    ``TMPDIR`` names a private one (a test's ``tmp_path``: the concurrent-run race of issue 15).
     """
     if not run_as.switches:
         return workdir
-    home = Path(tempfile.gettempdir()) / f"readstream-servers-{os.getuid()}"
+    home = _shared_temp_root() / f"readstream-servers-{os.getuid()}"
     try:
         home.mkdir(mode=0o711, exist_ok=True)
         info = home.lstat()

@@ -21,6 +21,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,38 @@ def _ensure_traversable(path: Path) -> None:
         mode = part.stat().st_mode
         if not mode & stat.S_IXOTH:
             part.chmod(mode | stat.S_IXOTH)
+
+
+#: Where a shared temporary root is looked for when ``tempfile.gettempdir()`` is not one.
+_SYSTEM_TEMP_DIRS = ("/tmp", "/var/tmp", "/usr/tmp")
+
+
+def _is_shared_temp_dir(path: Path) -> bool:
+    """A directory like ``/tmp``: sticky and writable and searchable by everyone.
+
+    Nothing resets such a directory's mode, unlike a private temporary directory named by
+    ``TMPDIR`` (a test's ``tmp_path`` lies under ``pytest-of-<user>``, which every pytest start
+    makes mode 0700 again).
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    wanted = stat.S_ISVTX | stat.S_IWOTH | stat.S_IXOTH
+    return stat.S_ISDIR(mode) and mode & wanted == wanted
+
+
+def _shared_temp_root() -> Path:
+    """The temporary directory for a harness home another OS user must enter.
+
+    ``tempfile.gettempdir()`` when it is a shared one, else the first system temporary
+    directory that is: ``TMPDIR`` pointing into a private directory would put the server back
+    under modes that other programs change while it runs.
+    """
+    for candidate in (tempfile.gettempdir(), *_SYSTEM_TEMP_DIRS):
+        if _is_shared_temp_dir(Path(candidate)):
+            return Path(candidate)
+    return Path(tempfile.gettempdir())
 
 
 def _pdeathsig_preexec() -> Callable[[], None] | None:

@@ -39,6 +39,7 @@ from .scenarios import REASONS, SCENARIOS, Scenario
 __all__ = [
     "SCHEMA_VERSION",
     "compare",
+    "describe_differences",
     "format_table",
     "markdown_table",
     "run_model",
@@ -280,8 +281,74 @@ def _record(scenario: Scenario, model: dict[str, Any], server: dict[str, Any]) -
         record["note"] = (record["note"] + "; " if record["note"] else "") + (
             f"agreed although reason {scenario.reason!r} allowed a difference"
         )
+    if not agree and not record.get("explained"):
+        record["differences"] = describe_differences(record)
     record["seconds"] = {"model": model.get("seconds"), "server": server.get("seconds")}
     return record
+
+
+def _expand(ranges: Sequence[Sequence[int]]) -> set[int]:
+    return {b for first, last in ranges for b in range(first, last + 1)}
+
+
+def _ranges_text(blocks: set[int], limit: int = 4) -> str:
+    runs = block_ranges(sorted(blocks))
+    shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit])
+    more = f", ... ({len(runs) - limit} more runs)" if len(runs) > limit else ""
+    return f"{len(blocks)} block(s): {shown}{more}"
+
+
+def _block_sets(where: str, model: set[int], server: set[int]) -> list[str]:
+    lines = []
+    if model - server:
+        lines.append(f"{where}: model only, absent on the server: {_ranges_text(model - server)}")
+    if server - model:
+        lines.append(f"{where}: server only, not in the model: {_ranges_text(server - model)}")
+    return lines
+
+
+def describe_differences(record: dict[str, Any]) -> list[str]:
+    """What differs in a scenario's record, one line per difference, first values first.
+
+    ``DIFFER: blocks,resident`` names fields; these lines say which blocks, which contexts,
+    which values, so a report from a busy machine can be judged without rerunning it.
+    """
+    model, server = record["model"], record["server"]
+    lines: list[str] = []
+    for key in record.get("differs", []):
+        if key in ("reads", "read_bytes"):
+            lines.append(f"{key}: model {model[key]}, server {server[key]}")
+        elif key == "io":
+            for ctx in sorted(set(model["io"]) | set(server["io"])):
+                m, sv = model["io"].get(ctx), server["io"].get(ctx)
+                if m != sv:
+                    lines.append(f"io[{ctx}]: model {m}, server {sv}")
+        elif key == "blocks":
+            lines += _block_sets(
+                f"{record.get('target', 'target')} main blocks",
+                _expand(model["blocks"]),
+                _expand(server["blocks"]),
+            )
+        elif key == "resident":
+            rels = sorted(set(model["resident"]) | set(server["resident"]))
+            for rel in rels:
+                mf, sf = model["resident"].get(rel, {}), server["resident"].get(rel, {})
+                for fork in sorted(set(mf) | set(sf)):
+                    lines += _block_sets(
+                        f"resident {rel}/{fork}", _expand(mf.get(fork, [])), _expand(sf.get(fork, []))
+                    )
+        elif key.startswith("answer."):
+            name = key.split(".", 1)[1]
+            lines.append(f"{key}: model {model['answer'].get(name)!r}, server {server['answer'].get(name)!r}")
+        elif key == "error":
+            lines.append(f"error: model {model.get('error')!r}, server {server.get('error')!r}")
+        elif key == "other_blocks_read":
+            lines.append(
+                f"other_blocks_read: the server read {server.get('other_blocks_read')} block(s) of other relations"
+            )
+        else:
+            lines.append(f"{key}: differs")
+    return lines
 
 
 def _spec_dict(spec: Any) -> dict[str, Any]:
@@ -439,6 +506,8 @@ def run_oracle(
                 r = by_name[sc.name]
                 state = "agree" if r["agree"] else ("explained" if r.get("explained") else "DIFFER")
                 echo(f"  {sc.name}: {state} ({r['seconds']['server']} s)")
+                for line in r.get("differences", []):
+                    echo(f"      {line}")
         records = [by_name[s.name] for s in chosen]
         server_facts = {
             "version": impl.server.version,

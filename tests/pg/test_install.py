@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_readstream.postgres import PgServer, _install, embedded_bindir, measure_statement
-from pytest_readstream.postgres._process import _ensure_traversable, _run_as
+from pytest_readstream.postgres._process import _ensure_traversable, _run_as, _shared_temp_root
 
 pytestmark = [
     pytest.mark.postgres,
@@ -42,14 +42,19 @@ def private_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A temporary directory of the test's own for the copies, and a fresh answer cache."""
-    cache = tmp_path / "tmp"
-    cache.mkdir()
-    _ensure_traversable(cache)
+def cache_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temporary directory of the test's own for the copies, and a fresh answer cache.
+
+    It lies in the system's shared temporary directory, not under ``tmp_path``: that is inside
+    ``pytest-of-<user>``, which any pytest run starting meanwhile makes mode 0700 again, and the
+    server's user then lost its way to the copy mid-test ("Permission denied" under load).
+    """
+    cache = Path(tempfile.mkdtemp(prefix="readstream-test-cache-", dir=_shared_temp_root()))
+    cache.chmod(0o755)
     monkeypatch.setattr(tempfile, "tempdir", str(cache))
     monkeypatch.setattr(_install, "_answers", {})
     yield cache
+    shutil.rmtree(cache, ignore_errors=True)
 
 
 def _copies(cache: Path) -> list[Path]:

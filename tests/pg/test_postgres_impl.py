@@ -542,6 +542,7 @@ def test_pytest_run_ends_with_one_clear_error(tmp_path: Path, xdist: bool) -> No
     env.pop("PYTEST_CURRENT_TEST", None)
     proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
+    assert pidfile.exists(), out  # the first test did not get to kill the server: say why
     pid, data_dir = pidfile.read_text().split()
     # The short summary repeats the failure's message in full only when pytest
     # believes it runs on CI (the CI variable); elsewhere it cuts it to the
@@ -605,8 +606,11 @@ def test_pytest_run_without_a_server_ends_with_one_clear_error(tmp_path: Path) -
     env.pop("PYTEST_CURRENT_TEST", None)
     proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
-    assert out.count("Exit: readstream postgres implementation: cannot connect") == 1, out
-    assert "no tests ran" in out and proc.returncode == 2, out
+    # Issue 15 item 5: refused at start-up as bad input, one line, before any test runs.
+    assert proc.returncode == 4, out
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: --readstream-pg-dsn="), out
+    assert ": cannot connect: " in errors[0] and "Traceback" not in out and "passed" not in out, out
 
 
 @pytest.mark.postgres

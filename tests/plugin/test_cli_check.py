@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_readstream.cli import check_verdict, main
+from pytest_readstream.verdict import tier_counts, tier_table, verdict
 
 
 def _report(families: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -23,26 +26,84 @@ def _counts(**kw: int) -> dict[str, int]:
     return base | kw
 
 
-def test_verdict_conforms_when_no_must_test_fails() -> None:
+def test_verdict_conforms_only_when_every_must_test_ran_and_passed() -> None:
     report = _report(
         {
             "pins": {"MUST": _counts(passed=3)},
-            "reads": {"MUST": _counts(passed=2, skipped=1), "SHOULD": _counts(passed=1, failed=1)},
+            "reads": {"MUST": _counts(passed=2), "SHOULD": _counts(passed=2)},
         }
     )
-    assert check_verdict(report) == (
-        "readstream check: mine conforms: MUST 5/5 passed (1 skipped); SHOULD 1/2 passed; seed 5"
+    result = verdict(report)
+    assert result.line == (
+        "readstream check: mine conforms: all 5 MUST tests ran and passed; SHOULD 2/2 passed; seed 5"
+    )
+    assert (result.word, result.exit_status) == ("conforms", 0)
+
+
+def test_verdict_names_should_failures_and_what_they_mean() -> None:
+    """Issue 18: a slower look-ahead fails only SHOULD tests; the verdict conforms and says so."""
+    report = _report(
+        {
+            "pins": {"MUST": _counts(passed=3)},
+            "reads": {"MUST": _counts(passed=2), "SHOULD": _counts(passed=1, failed=3)},
+            "performance": {"MAY": _counts(passed=1, failed=1)},
+        }
+    )
+    result = verdict(report)
+    assert result.exit_status == 0
+    assert result.line == (
+        "readstream check: mine conforms: all 5 MUST tests ran and passed; "
+        "SHOULD 1/4 passed, 3 FAILED: reads 3 (read sequence unlike PostgreSQL's); "
+        "MAY 1/2 passed, 1 FAILED: performance 1 (slower than PostgreSQL); seed 5"
     )
 
 
-def test_verdict_fails_on_a_must_failure_or_an_interrupted_run() -> None:
-    failing = _report({"pins": {"MUST": _counts(passed=3, error=1), "MAY": _counts(xfailed=2)}})
-    assert check_verdict(failing) == (
-        "readstream check: mine DOES NOT CONFORM: MUST 3/4 passed; MAY 0/0 passed (2 xfailed); seed 5"
+def test_verdict_is_incomplete_when_must_tests_did_not_run() -> None:
+    """Issue 11 / issue 15 item 4: skipped MUST tests never read as conformance."""
+    tests = [
+        {"invariant": {"family": "pins", "tier": "MUST"}, "outcome": "passed"},
+        {
+            "invariant": {"family": "pins", "tier": "MUST"},
+            "outcome": "skipped",
+            "missing_capabilities": ["scans"],
+        },
+        {
+            "invariant": {"family": "scans", "tier": "MUST"},
+            "outcome": "skipped",
+            "missing_capabilities": ["scans"],
+        },
+        {"invariant": {"family": "faults", "tier": "MUST"}, "outcome": "skipped", "missing_capabilities": []},
+    ]
+    result = verdict(_report({}, tests=tests, deselected={"MUST": 2}))
+    assert (result.word, result.exit_status) == ("INCOMPLETE", 3)
+    assert result.line == (
+        "readstream check: mine INCOMPLETE: only 1 of 6 MUST tests ran, 1 passed, 2 skipped for "
+        "missing capabilities (scans 2), 1 skipped, 2 deselected; seed 5"
     )
-    cut = _report({"pins": {"MUST": _counts(passed=3)}}, interrupted=True)
-    assert "DOES NOT CONFORM" in check_verdict(cut)
-    assert check_verdict(_report({})) == "readstream check: mine: no conformance test ran"
+    table = tier_table(tier_counts(_report({}, tests=tests, deselected={"MUST": 2})))
+    assert table[1].split() == ["MUST", "6", "1", "1", "0", "0", "2", "1", "2"]
+    nothing = verdict(_report({}, tests=tests[1:]))
+    assert nothing.exit_status == 3 and "INCOMPLETE: no MUST test ran (0 of 3 MUST tests ran" in nothing.line
+
+
+def test_verdict_does_not_conform_on_a_must_failure_a_known_failure_or_an_interruption() -> None:
+    failing = verdict(_report({"pins": {"MUST": _counts(passed=3, error=1), "MAY": _counts(xfailed=2)}}))
+    assert failing.line == (
+        "readstream check: mine DOES NOT CONFORM: 4 of 4 MUST tests ran, 3 passed, 1 FAILED (pins 1); "
+        "MAY none ran (2 xfailed); seed 5"
+    )
+    assert failing.exit_status == 1
+    known = verdict(_report({"scans": {"MUST": _counts(passed=13, xfailed=2, skipped=390)}}))
+    assert (
+        known.exit_status == 1
+        and "13 of 405 MUST tests ran, 13 passed, 2 known failures (xfailed)" in known.line
+    )
+    cut = verdict(_report({"pins": {"MUST": _counts(passed=3)}}, interrupted=True))
+    assert (cut.word, cut.exit_status) == ("INTERRUPTED", 130)
+    assert check_verdict(_report({})) == "readstream check: mine INCOMPLETE: no MUST test ran; seed 5"
+
+
+HERE = Path(__file__).parent
 
 
 def _check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -52,14 +113,18 @@ def _check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _last(out: subprocess.CompletedProcess[str]) -> str:
+    return out.stdout.strip().splitlines()[-1]
+
+
 def test_check_runs_the_suite_and_prints_the_verdict(tmp_path: Path) -> None:
-    out = _check(tmp_path, "--", "-k", "pin_limit_stays_at_least_one")
+    out = _check(tmp_path)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    last = out.stdout.strip().splitlines()[-1]
-    assert last.startswith("readstream check: reference conforms: MUST ")
+    assert _last(out).startswith("readstream check: reference conforms: all 405 MUST tests ran and passed; ")
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["summary"]["failed"] == 0 and report["summary"]["passed"] >= 1
     assert out.stdout.count("invariant family") == 1  # the family table is printed once
+    assert f"report written to {tmp_path / 'r.json'}" in out.stdout  # kept, so announced
 
 
 def test_check_without_json_prints_the_verdict_and_leaves_no_report_behind(tmp_path: Path) -> None:
@@ -73,9 +138,71 @@ def test_check_without_json_prints_the_verdict_and_leaves_no_report_behind(tmp_p
         cwd=tmp_path,
         env={**os.environ, "TMPDIR": str(tmpdir)},
     )
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1].startswith("readstream check: reference conforms: MUST ")
+    # A selection is not the suite: the verdict says how many MUST tests ran of how many exist.
+    assert out.returncode == 3, out.stdout[-2000:] + out.stderr[-2000:]
+    assert re.match(
+        r"readstream check: reference INCOMPLETE: only (\d+) of 405 MUST tests ran, \1 passed, \d+ deselected; "
+        r"SHOULD none ran \(40 deselected\); MAY none ran \(6 deselected\); seed \d+$",
+        _last(out),
+    ), _last(out)
+    assert "report written to" not in out.stdout  # the report is deleted: no path is printed
     assert [p.name for p in tmpdir.iterdir() if p.name.startswith("readstream-check-")] == []
+
+
+def test_check_of_a_partial_implementation_is_incomplete_and_exits_3(tmp_path: Path) -> None:
+    """Issue 15 item 4: a stream lacking capabilities is never said to conform."""
+    shutil.copy(HERE / "no_lookahead.py", tmp_path / "no_lookahead.py")
+    out = _check(tmp_path, "--impl", "no_lookahead:NoLookaheadImplementation")
+    assert out.returncode == 3, out.stdout[-2000:] + out.stderr[-2000:]
+    line = _last(out)
+    match = re.match(
+        r"readstream check: no-lookahead INCOMPLETE: only (\d+) of 405 MUST tests ran, \1 passed, ", line
+    )
+    assert match and int(match.group(1)) < 405, line
+    assert "skipped for missing capabilities (pause-resume " in line and "scans 87" in line
+    assert "SHOULD " in line and " FAILED: " in line
+    table = out.stdout.strip().splitlines()[-5:-1]
+    assert table[0].split()[:4] == ["tier", "tests", "ran", "passed"]
+    assert table[1].split()[:3] == ["MUST", "405", match.group(1)]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["exitstatus"] == 1  # pytest's own status differs: the verdict decides
+
+
+def test_check_of_a_slower_lookahead_conforms_and_shows_the_should_failures(tmp_path: Path) -> None:
+    """Issue 18: a distance that grows by one instead of doubling fails SHOULD tests only."""
+    shutil.copy(HERE / "distance_plus_one.py", tmp_path / "distance_plus_one.py")
+    out = _check(tmp_path, "--impl", "distance_plus_one:DistancePlusOneImplementation")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    line = _last(out)
+    assert line.startswith(
+        "readstream check: distance-plus-one conforms: all 405 MUST tests ran and passed; SHOULD "
+    ), line
+    assert re.search(
+        r"SHOULD (\d+)/40 passed, \d+ FAILED: reads \d+ \(read sequence unlike PostgreSQL's\)", line
+    )
+
+
+def test_check_refuses_an_unknown_implementation_with_status_2(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest_readstream.cli", "check", "--impl", "nosuch"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 2
+    assert out.stderr.startswith(
+        "readstream check: --impl nosuch: unknown implementation 'nosuch'; available: "
+    )
+    assert len(out.stderr.strip().splitlines()) == 1 and "--readstream-impl" not in out.stderr
+    assert out.stdout == ""  # refused before the suite started
+
+
+def test_check_help_documents_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for status in ("0 conforms", "1 does not conform", "2 usage error", "3 incomplete", "130 interrupted"):
+        assert status in text
 
 
 def test_check_against_a_mutant_does_not_conform(tmp_path: Path) -> None:
@@ -83,7 +210,11 @@ def test_check_against_a_mutant_does_not_conform(tmp_path: Path) -> None:
         tmp_path, "--impl", "mutant:set-strategy-pin-limit-zero", "--", "-k", "pin_limit_stays_at_least_one"
     )
     assert out.returncode == 1
-    assert "readstream check: mutant:set-strategy-pin-limit-zero DOES NOT CONFORM: MUST " in out.stdout
+    assert re.match(
+        r"readstream check: mutant:set-strategy-pin-limit-zero DOES NOT CONFORM: \d+ of 405 MUST tests ran, "
+        r"\d+ passed, \d+ FAILED \(strategy \d+\)",
+        _last(out),
+    ), _last(out)
 
 
 def test_check_refuses_an_unknown_profile(capsys: pytest.CaptureFixture[str]) -> None:

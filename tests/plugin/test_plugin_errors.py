@@ -269,11 +269,13 @@ def test_bad_report_path_is_refused_before_the_run(
     result.stdout.no_fnmatch_line("*passed*")
 
 
-def test_report_directories_are_created(pytester: pytest.Pytester) -> None:
+def test_report_directories_are_not_created(pytester: pytest.Pytester) -> None:
+    """One rule for every output (issue 15 item 7): its directory must exist, as for --plot DIR."""
     pytester.makepyfile(PASSING)
     result = pytester.runpytest("--readstream-report=new/sub/report.json")
-    assert result.ret == pytest.ExitCode.OK
-    assert (pytester.path / "new" / "sub" / "report.json").is_file()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "new/sub' does not exist (create it first)" in _single_error_line(result)
+    assert not (pytester.path / "new").exists()
 
 
 def test_unregistered_hypothesis_profile_is_one_line(pytester: pytest.Pytester) -> None:

@@ -39,3 +39,14 @@ def test_example_project_against_another_implementation(pytester: pytest.Pyteste
         "--readstream-impl=no_lookahead:NoLookaheadImplementation",
     )
     result.assert_outcomes(passed=6)
+
+
+def test_example_readme_installs_from_the_checkout() -> None:
+    """Issue 15 item 9: the package is not published, so the README installs the checkout."""
+    text = (EXAMPLE / "README.md").read_text(encoding="utf-8")
+    commands = [line.split("#")[0].split() for line in text.splitlines() if "pip install" in line]
+    assert commands, "the README says how to install the plugin"
+    for cmd in commands:
+        target = cmd[-1]
+        assert target != "pytest-readstream", cmd  # not on PyPI
+        assert (EXAMPLE / target / "pyproject.toml").is_file(), cmd  # the checkout's root

@@ -126,6 +126,16 @@ def test_report_on_a_run_with_failures(pytester: pytest.Pytester) -> None:
 
 def test_report_on_a_passing_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_ok(readstream_impl):\n    pass\n")
+    # One rule for every output (issue 15 item 7): the directory must exist, nothing is created.
+    missing = pytester.runpytest("--readstream-report=sub/dir/r.json")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(
+        [
+            "ERROR: --readstream-report * cannot be written: directory *sub/dir' does not exist (create it first)"
+        ]
+    )
+    assert not (pytester.path / "sub").exists()
+    (pytester.path / "sub" / "dir").mkdir(parents=True)
     result = pytester.runpytest("--readstream-report=sub/dir/r.json")
     result.assert_outcomes(passed=1)
     report = read_report(pytester.path / "sub" / "dir" / "r.json")
@@ -173,9 +183,11 @@ def test_atomic_write_keeps_the_old_file_on_error(tmp_path: Path) -> None:
 def test_unwritable_report_path_is_reported(pytester: pytest.Pytester) -> None:
     # A path that is unwritable at start is a usage error (test_plugin_errors); this one becomes
     # unwritable only during the run, so the failure shows at the end, after the outcomes.
+    pytester.mkdir("taken")
     pytester.makepyfile(
         "from pathlib import Path\n\n"
         "def test_ok():\n"
+        "    Path('taken').rmdir()\n"
         "    Path('taken').write_text('a file, not a directory')\n"
     )
     result = pytester.runpytest("--readstream-report=taken/r.json")
@@ -206,3 +218,13 @@ def test_xdist_run_matches_serial_run(pytester: pytest.Pytester) -> None:
     for t in b["tests"]:
         if t["scenario"]:
             assert t["scenario"]["test_seed"] == derive_seed(seed, t["nodeid"])
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_report_counts_deselected_tests_per_tier(pytester: pytest.Pytester, workers: tuple[str, ...]) -> None:
+    """A verdict says how many tests of a tier exist: deselected ones are counted, once, also
+    when xdist workers did the deselecting."""
+    _run(pytester, *workers, "-k", "not test_scan", "--readstream-report=r.json", subprocess=True)
+    report = read_report(pytester.path / "r.json")
+    assert report["deselected"] == {"MUST": 4}
+    assert not [t for t in report["tests"] if "test_scan" in t["nodeid"]]

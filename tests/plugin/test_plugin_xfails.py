@@ -117,3 +117,36 @@ def test_entries_match_a_module_collected_from_outside_the_rootdir(
     result = pytester.runpytest("--pyargs", "pkgx.test_mod", "--readstream-xfails=known.txt", "-rx")
     result.assert_outcomes(passed=3, xfailed=1, failed=2)
     result.stdout.fnmatch_lines(["XFAIL *test_known_bug - listed by file name (known.txt:1)"])
+
+
+def test_a_shipped_expectations_file_is_found_by_name(pytester: pytest.Pytester) -> None:
+    """Issue 15 item 9: the file the README cites ships with the plugin and is named, not pathed."""
+    pytester.mkpydir("suite")
+    (pytester.path / "suite" / "test_scans.py").write_text(
+        "def test_rescan_that_adds_a_strategy_reads_through_the_ring():\n    assert False\n"
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--readstream-xfails=postgresql-18", "-rx")
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(["*heap_rescan keeps the stale no-strategy (18.6)*"])
+    # A file of that name where pytest runs is the user's own and wins.
+    pytester.makefile(".txt", **{"postgresql-18": "# none known here\n"})
+    mine = pytester.runpytest("-p", "no:cacheprovider", "--readstream-xfails=postgresql-18.txt")
+    mine.assert_outcomes(failed=1)
+
+
+def test_shipped_expectations_files_are_package_data() -> None:
+    """Every shipped file matches the wheel's package-data patterns (pyproject.toml)."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    from pytest_readstream.xfails import SHIPPED_DIR
+
+    root = Path(__file__).resolve().parents[2]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    patterns = data.get("pytest_readstream", [])
+    files = sorted(SHIPPED_DIR.glob("*.txt"))
+    assert [f.name for f in files] == ["postgresql-18.txt"]
+    for f in files:
+        rel = f.relative_to(SHIPPED_DIR.parent).as_posix()
+        assert any(fnmatch.fnmatch(rel, p) for p in patterns), (rel, patterns)
