@@ -17,8 +17,6 @@ says what is missing and how to get it; callers turn that into one skip reason.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shlex
@@ -26,10 +24,11 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._filelock import exclusive_lock
 from .errors import PgNotAvailable
 
 __all__ = ["CBuildUnavailable", "ServerHeaders", "build_shared_object", "find_compiler", "server_headers"]
@@ -127,17 +126,6 @@ def build_root() -> Path:
     return root
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    # Several xdist workers may want the same object at once: one compiles, the others wait.
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def build_shared_object(
     name: str,
     sources: Mapping[str, str],
@@ -181,7 +169,7 @@ def build_shared_object(
     if target.is_file():
         return target
     target_dir.mkdir(mode=0o755, exist_ok=True)
-    with _locked(target_dir / ".lock"):
+    with exclusive_lock(target_dir / ".lock"):
         if target.is_file():
             return target
         src_dir = Path(tempfile.mkdtemp(prefix=f".{name}-src-", dir=target_dir))

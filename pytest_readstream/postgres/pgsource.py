@@ -23,17 +23,15 @@ reason. A tree that is not a PostgreSQL source tree, or of another version, rais
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
+from ._filelock import exclusive_lock
 from .errors import PgHarnessError, PgNotAvailable
 
 __all__ = [
@@ -123,17 +121,6 @@ def source_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME", "").strip()
     root = Path(base) if base else Path.home() / ".cache"
     return root / "pytest-readstream" / "pg-source"
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    # Several xdist workers may ask at once: one fetches, the others wait and find the tree.
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _apt(
@@ -241,7 +228,7 @@ def fetch_source(version: str, *, cache_dir: Path | None = None) -> Path:
         raise PgSourceUnavailable(
             f"cannot fetch PostgreSQL's source: cache {cache} is not writable: {err}"
         ) from err
-    with _locked(cache / f".postgresql-{version}.lock"):
+    with exclusive_lock(cache / f".postgresql-{version}.lock"):
         if (target / READ_STREAM_C).is_file():
             return target
         work = Path(tempfile.mkdtemp(prefix=f".fetch-{version}-", dir=cache))
