@@ -514,8 +514,11 @@ class PostgresImplementation:
             if not cached.spent:
                 return cached
             self._drop(spec)
-        # VACUUM (FREEZE) of the new table must not be held back by another relation's pin.
+        # VACUUM (FREEZE) of the new table must not be held back by another relation's pin, nor
+        # by the probe sessions' transaction left open by an earlier stream test.
         self.release_pins()
+        if self._streams is not None:
+            self._streams.rollback()
         t0 = time.monotonic()
         built = build_relation_on_server(db, spec, verify=self.verify_layouts)
         self.build_seconds += time.monotonic() - t0

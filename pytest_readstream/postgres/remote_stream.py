@@ -213,6 +213,10 @@ class RemoteStreams:
 
     def rollback(self) -> None:
         """End the current test's transactions (every pin of both sessions is dropped)."""
+        if self._conn is not None and self._generation != self.impl.server.generation:
+            # The sessions belong to a postmaster that has since restarted: they are gone.
+            self.close_sessions()
+            return
         if self._conn is not None and not self._conn.closed and self._other is not None:
             with self.impl.server._guard("rolling back the probe sessions"):
                 self._conn.execute("ROLLBACK")
