@@ -21,7 +21,8 @@ Who flushes WAL while one backend only reads:
 writes away, makes time-driven checkpoints as rare as PostgreSQL allows and stretches the WAL
 writer's period to its maximum; :func:`fresh_wal_segment` (before a measured scan that sets hint
 bits) checkpoints, so nothing is left for a background process to write, and starts a new WAL
-segment, so the scan's WAL (one page image per page, a few MB at most) ends no segment.
+segment, so a small scan's WAL ends no segment and a large one's ends them at the same points in
+every run (such a flush trails the insert position by ``wal_buffers`` and frees no ring buffer).
 What no setting can stop is the WAL writer's own timer: :func:`flushed_within_segment` lets
 the measurement see whether it fired inside the measured statement.
 """
