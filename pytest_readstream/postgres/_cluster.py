@@ -42,6 +42,7 @@ from ._process import (
     _server_processes,
     _shared_temp_root,
 )
+from ._walquiet import QUIET_WAL_GUCS
 from .errors import PgHarnessError, PgNotAvailable, PgStartupError
 from .settings import ServerSettings
 
@@ -57,13 +58,16 @@ _counter = 0
 
 # Fixed settings of every cluster the harness runs. They do not change which blocks are read:
 # autovacuum off keeps other processes away from the scratch tables, fsync off only skips the
-# flush of writes that already happened, JIT off only saves compile time.
+# flush of writes that already happened, JIT off only saves compile time. The quiet-WAL settings
+# keep background processes from flushing WAL under a scan that sets hint bits (a flush lets a
+# BULKREAD ring reuse the dirty buffers it otherwise refuses; see _walquiet).
 _BASE_GUCS: dict[str, str] = {
     "listen_addresses": "",
     "port": str(_PORT),
     "autovacuum": "off",
     "fsync": "off",
     "jit": "off",
+    **QUIET_WAL_GUCS,
 }
 
 

@@ -159,6 +159,7 @@ def run_server(impl: Any, scenario: Scenario) -> dict[str, Any]:
         "other_blocks_read": out.extra.get("other_blocks_read", 0),
         "settings": out.extra.get("settings", {}),
         "unapplied_params": out.extra.get("unapplied_params", {}),
+        "wal_flushed": bool(out.extra.get("wal_flushed", False)),
         "seconds": round(seconds, 3),
     }
 
@@ -269,6 +270,9 @@ def _record(scenario: Scenario, model: dict[str, Any], server: dict[str, Any]) -
     record["server"]["other_blocks_read"] = server.get("other_blocks_read", 0)
     record["server"]["settings"] = dict(server.get("settings", {}))
     record["server"]["unapplied_params"] = server.get("unapplied_params", {})
+    if server.get("wal_flushed"):
+        # Which blocks a hint-setting ring scan keeps then depends on when WAL was flushed.
+        record["server"]["wal_flushed"] = True
     record["agree"] = agree
     record["differs"] = cmp["differs"]
     record["blocks_equal"] = cmp["blocks_equal"]
@@ -315,6 +319,11 @@ def describe_differences(record: dict[str, Any]) -> list[str]:
     """
     model, server = record["model"], record["server"]
     lines: list[str] = []
+    if server.get("wal_flushed"):
+        lines.append(
+            "wal_flushed: WAL was flushed inside the measured scan in every attempt (another "
+            "client or the WAL writer's timer), so its BULKREAD ring could reuse hinted buffers"
+        )
     for key in record.get("differs", []):
         if key in ("reads", "read_bytes"):
             lines.append(f"{key}: model {model[key]}, server {server[key]}")

@@ -79,3 +79,14 @@ def test_hash_functions_match_the_server(pg_impl: Any) -> None:
     for fn, values, want in ((hashint4, v4, got4), (hashint8, v8, got8)):
         mine = fn(values).astype(np.int64)
         assert np.where(mine >= 2**31, mine - 2**32, mine).tolist() == want
+
+
+def test_unhinted_scan_measured_without_wal_flush(pg_impl: Any) -> None:
+    """The scenario whose resident blocks depended on when WAL was flushed: it agrees, and its
+    measurement saw no flush inside the current WAL segment (the server's ``wal_flushed``)."""
+    (scenario,) = select(["pgstattuple_approx-unhinted"])
+    model = run_model(scenario)
+    server = run_server(pg_impl, scenario)
+    assert server["wal_flushed"] is False
+    cmp = compare(scenario, model, server)
+    assert cmp["differs"] == [], (cmp["differs"], model["resident"], server["resident"])
