@@ -176,33 +176,34 @@ rsp_setup(void)
 #endif
 }
 
+/*
+ * Room for one more element in a growable array: doubles its capacity from ``initial`` when it is
+ * full. A new array is allocated in ``context``; repalloc keeps an existing one in its own.
+ */
+static void *
+rsp_reserve(void *array, int used, int *cap, Size elsize, int initial, MemoryContext context)
+{
+	int			newcap;
+
+	if (used < *cap)
+		return array;
+	newcap = *cap ? *cap * 2 : initial;
+	array = array ? repalloc(array, elsize * newcap) : MemoryContextAlloc(context, elsize * newcap);
+	*cap = newcap;
+	return array;
+}
+
 static void
 rsp_cblog_add(int64 v)
 {
-	if (rsp_ncblog == rsp_cblog_cap)
-	{
-		int			cap = rsp_cblog_cap ? rsp_cblog_cap * 2 : 256;
-
-		rsp_cblog = rsp_cblog
-			? repalloc(rsp_cblog, sizeof(int64) * cap)
-			: MemoryContextAlloc(TopMemoryContext, sizeof(int64) * cap);
-		rsp_cblog_cap = cap;
-	}
+	rsp_cblog = rsp_reserve(rsp_cblog, rsp_ncblog, &rsp_cblog_cap, sizeof(int64), 256, TopMemoryContext);
 	rsp_cblog[rsp_ncblog++] = v;
 }
 
 static void
 rsp_held_add(Buffer b)
 {
-	if (rsp_nheld == rsp_held_cap)
-	{
-		int			cap = rsp_held_cap ? rsp_held_cap * 2 : 64;
-
-		rsp_held = rsp_held
-			? repalloc(rsp_held, sizeof(Buffer) * cap)
-			: MemoryContextAlloc(TopMemoryContext, sizeof(Buffer) * cap);
-		rsp_held_cap = cap;
-	}
+	rsp_held = rsp_reserve(rsp_held, rsp_nheld, &rsp_held_cap, sizeof(Buffer), 64, TopMemoryContext);
 	rsp_held[rsp_nheld++] = b;
 }
 
@@ -258,15 +259,8 @@ rsp_plan_add(RspStream *st, ArrayType *arr)
 			ereport(ERROR,
 					(errmsg("rsprobe: block %lld is not a block number (0 .. %u)",
 							(long long) v, MaxBlockNumber - 1)));
-		if (st->nplan == st->plan_cap)
-		{
-			int			cap = st->plan_cap ? st->plan_cap * 2 : 64;
-
-			st->plan = st->plan
-				? repalloc(st->plan, sizeof(BlockNumber) * cap)
-				: MemoryContextAlloc(TopTransactionContext, sizeof(BlockNumber) * cap);
-			st->plan_cap = cap;
-		}
+		st->plan = rsp_reserve(st->plan, st->nplan, &st->plan_cap, sizeof(BlockNumber), 64,
+							   TopTransactionContext);
 		st->plan[st->nplan++] = (BlockNumber) v;
 	}
 }
