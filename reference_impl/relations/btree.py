@@ -27,6 +27,11 @@ number of leaves and inner fan-out. The build fills every leaf to its fill facto
 rightmost leaf, as a PostgreSQL 18.6 server's ``CREATE INDEX`` does (measured by the oracle);
 an explicit ``leaf_pages`` spreads the keys evenly instead (leaf *j* of *L* holds ranks
 ``⌊jT/L⌋ .. ⌊(j+1)T/L⌋ − 1``).
+
+An index on an expression (``IndexSpec.expression``) has keys that repeat, so its leaves hold
+posting lists and its pivots differ in size: ``btree_build.build_btree`` replays ``_bt_load``
+tuple by tuple for it, and the content keeps each leaf's first rank and each inner page's first
+child as arrays instead of the arithmetic above.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import numpy.typing as npt
 
 from ..errors import SettingError
 from ..storage.relation import InvalidBlockNumber
+from .btree_build import BTreeBuild, build_btree
 from .heap import HeapContent
 from .index_common import IndexContent, IndexPage
 from .layout import btree_items_per_page
@@ -128,20 +134,32 @@ class BTreeContent(IndexContent):
             if spec.keys_per_leaf is not None
             else btree_items_per_page(key_width, _LEAF_FILLFACTOR) - 1
         )
-        if spec.leaf_pages is not None:
-            nleaves = spec.leaf_pages
-        else:
-            nleaves = -(-total // self.keys_per_leaf) if total else 0
         fanout = (
             spec.fanout if spec.fanout is not None else btree_items_per_page(key_width, _INNER_FILLFACTOR)
         )
-        if spec.levels is not None:
-            fanout = self._fanout_for_levels(nleaves, spec.levels, fanout)
+        # The tuple-by-tuple build of an index on an expression (None: the arithmetic layout).
+        self.build: BTreeBuild | None = None
+        if spec.expression is not None:
+            self.build = build_btree(
+                self.entries.keys(np.arange(total, dtype=np.int64)),
+                key_width,
+                deduplicate=spec.deduplicate,
+            )
+            nleaves = len(self.build.levels[0]) if self.build.levels else 0
+            levels = self.build.levels
+        else:
+            if spec.leaf_pages is not None:
+                nleaves = spec.leaf_pages
+            else:
+                nleaves = -(-total // self.keys_per_leaf) if total else 0
+            if spec.levels is not None:
+                fanout = self._fanout_for_levels(nleaves, spec.levels, fanout)
+            levels = nbtsort_layout(nleaves, fanout)
         self.fanout = fanout
         self.nleaves = nleaves
         # Keys per leaf when the build fills leaves to capacity; None: spread evenly.
         self._leaf_fill: int | None = self.keys_per_leaf if spec.leaf_pages is None else None
-        self.level_blocks = [np.asarray(lv, dtype=np.int64) for lv in nbtsort_layout(nleaves, fanout)]
+        self.level_blocks = [np.asarray(lv, dtype=np.int64) for lv in levels]
         self.levels = len(self.level_blocks)
         self.nblocks = 1 + sum(len(lv) for lv in self.level_blocks)
         self.init_nblocks = 1
@@ -177,6 +195,9 @@ class BTreeContent(IndexContent):
     # ------------------------------------------------------------------------------ structure
     def leaf_ranks(self, pos: int) -> tuple[int, int]:
         """(first rank, count) of leaf ``pos`` (0 = leftmost)."""
+        if self.build is not None:
+            first = self.build.leaf_first_rank
+            return int(first[pos]), int(first[pos + 1] - first[pos])
         total = self.entries.total
         fill = self._leaf_fill
         if fill is not None:
@@ -192,6 +213,8 @@ class BTreeContent(IndexContent):
         total = self.entries.total
         if not 0 <= rank < max(total, 1):
             raise SettingError(f"key rank {rank} is out of range: allowed 0..{max(total - 1, 0)}")
+        if self.build is not None:
+            return int(np.searchsorted(self.build.leaf_first_rank, rank, side="right")) - 1
         if self._leaf_fill is not None:
             return min(rank // self._leaf_fill, self.nleaves - 1)
         pos = (rank * self.nleaves) // total if total else 0
@@ -207,10 +230,16 @@ class BTreeContent(IndexContent):
     def parent_pos(self, level: int, pos: int) -> int:
         """Position on level ``level + 1`` of the page holding the downlink to page ``pos`` of
         ``level``: every page but a level's last keeps ``fanout - 1`` downlinks."""
+        if self.build is not None:
+            starts = self.build.child_starts[level + 1]
+            return int(np.searchsorted(starts[:-1], pos, side="right")) - 1
         return min(pos // (self.fanout - 1), len(self.level_blocks[level + 1]) - 1)
 
     def _children_range(self, level: int, pos: int) -> tuple[int, int]:
         """Positions on ``level - 1`` of the children of page ``pos`` of ``level``."""
+        if self.build is not None:
+            starts = self.build.child_starts[level]
+            return int(starts[pos]), int(starts[pos + 1])
         per = self.fanout - 1
         nchildren = len(self.level_blocks[level - 1])
         last = pos == len(self.level_blocks[level]) - 1
@@ -242,6 +271,10 @@ class BTreeContent(IndexContent):
         is_root = block == self.root_block
         if lv == 0:
             first, n = self.leaf_ranks(pos)
+            items = tuple_bytes = -1
+            if self.build is not None:
+                items = int(self.build.leaf_items[pos])
+                tuple_bytes = int(self.build.leaf_tuple_bytes[pos])
             return IndexPage(
                 self,
                 block,
@@ -252,6 +285,8 @@ class BTreeContent(IndexContent):
                 right=right,
                 first_rank=first,
                 nentries=n,
+                items=items,
+                tuple_bytes=tuple_bytes,
             )
         below = self.level_blocks[lv - 1]
         lo, hi = self._children_range(lv, pos)

@@ -17,7 +17,8 @@ and its overflow pages. The assignment is computed once, on first use, for the w
 index is sized by the heap it indexes, so this is proportional to what it describes).
 
 With ``key_hash`` (``hashint4``/``hashint8``) the bucket of an entry is PostgreSQL's own: the
-hash of its key (the key rank, which is the ``id`` a server's table holds) mapped by
+hash of its key (the key rank, which is the ``id`` a server's table holds, or the value of the
+index's ``expression`` of it, e.g. ``(id % 100)``) mapped by
 ``_hash_hashkey2bucket``, so with a bucket count that is not a power of two the buckets below
 the split point take twice the keys. With ``overflow="build"`` the chains are those ``CREATE
 INDEX`` makes (``hashbuild`` inserts in heap order below its sort threshold of
@@ -136,7 +137,9 @@ class HashContent(IndexContent):
         total = self.entries.total
         ranks = np.arange(total, dtype=np.int64)
         assert self.spec.key_hash is not None
-        buckets = hashkey_to_bucket(HASH_FUNCTIONS[self.spec.key_hash](ranks), self.nbuckets)
+        buckets = hashkey_to_bucket(
+            HASH_FUNCTIONS[self.spec.key_hash](self.entries.keys(ranks)), self.nbuckets
+        )
         inserted = ranks[np.argsort(self.entries.heap_positions(ranks), kind="stable")]
         ins_buckets = buckets[inserted]
         order = np.argsort(ins_buckets, kind="stable")  # by bucket, insertion order within
@@ -154,16 +157,19 @@ class HashContent(IndexContent):
             from .hashfuncs import HASH_FUNCTIONS, hashkey_to_bucket
 
             ranks = np.arange(self.entries.total, dtype=np.int64)
-            buckets = hashkey_to_bucket(HASH_FUNCTIONS[self.spec.key_hash](ranks), self.nbuckets)
+            keys = self.entries.keys(ranks)
+            buckets = hashkey_to_bucket(HASH_FUNCTIONS[self.spec.key_hash](keys), self.nbuckets)
             order = np.argsort(buckets, kind="stable")
             starts = np.searchsorted(buckets[order], np.arange(self.nbuckets + 1))
             self._assigned = (order, starts.astype(np.int64))
         if self._assigned is None:
             total = self.entries.total
             ranks = np.arange(total, dtype=np.int64)
-            buckets = (
-                mix64(ranks.astype(np.uint64), seed_words(self.seed, 0x4255434B)) % np.uint64(self.nbuckets)
-            ).astype(np.int64)
+            # Equal keys (an index on an expression) hash alike, so they share a bucket.
+            hashed = self.entries.keys(ranks).astype(np.uint64)
+            buckets = (mix64(hashed, seed_words(self.seed, 0x4255434B)) % np.uint64(self.nbuckets)).astype(
+                np.int64
+            )
             order = np.argsort(buckets, kind="stable")
             starts = np.searchsorted(buckets[order], np.arange(self.nbuckets + 1))
             self._assigned = (order, starts.astype(np.int64))

@@ -38,7 +38,10 @@ class IndexPage:
     (``hasho_prevblkno``/``hasho_nextblkno``, bucket, page type) and ``gist.h`` (leaf flag).
     ``children`` are the downlinks of an inner page (left to right); ``first_rank``/``nentries``
     the entries of a leaf, bucket or overflow page; ``heap_tids()`` their (blocks, offsets).
-    Links that do not exist are ``InvalidBlockNumber``.
+    Links that do not exist are ``InvalidBlockNumber``. ``items`` and ``tuple_bytes`` describe a
+    btree leaf built with posting lists (``nbtdedup.c``): its tuples (a posting list of many heap
+    TIDs is one) and their MAXALIGNed bytes, high key included; -1 when every entry is one
+    tuple of the index's key width.
     """
 
     __slots__ = (
@@ -52,6 +55,8 @@ class IndexPage:
         "children",
         "first_rank",
         "nentries",
+        "items",
+        "tuple_bytes",
         "_ranks",
         "_index",
     )
@@ -71,6 +76,8 @@ class IndexPage:
         first_rank: int = 0,
         nentries: int = 0,
         ranks: npt.NDArray[np.int64] | None = None,
+        items: int = -1,
+        tuple_bytes: int = -1,
     ) -> None:
         self._index = index
         self.block = block
@@ -83,6 +90,8 @@ class IndexPage:
         self.children = children
         self.first_rank = first_rank
         self.nentries = nentries
+        self.items = items
+        self.tuple_bytes = tuple_bytes
         self._ranks = ranks
 
     @property
@@ -118,24 +127,91 @@ class EntryMap:
     ``descending`` (a btree on ``key DESC``): rank *r* in index order is the tuple whose
     ascending key rank is ``T − 1 − r``, so the keys themselves (a server table's ``id``) are
     the ascending ranks either way.
+
+    ``expression`` (an index on ``(id % 100)`` and the like, see ``expression.py``): the tuple
+    whose ``id`` is ``k`` (``id`` = its ascending key rank, as above) holds the expression's
+    value of ``k``, and index order sorts by that value, equal values by heap TID (tuple
+    number), as a btree keeps duplicates (``nbtsort.c``; heap TID is the last key attribute).
+    That order is computed once for the whole index, on first use.
     """
 
-    def __init__(self, heap: HeapContent, correlation: float, seed: int, descending: bool = False) -> None:
+    def __init__(
+        self,
+        heap: HeapContent,
+        correlation: float,
+        seed: int,
+        descending: bool = False,
+        expression: tuple[str, int] | None = None,
+    ) -> None:
         self.heap = heap
         self.total = heap.total_entries()
         self.window = max(1, round((1.0 - correlation) * self.total))
         self.descending = descending
+        self.expression = expression
         self._key = seed_words(seed, 0x494E4458)
+        self._sorted: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
 
     def ascending_positions(self, ranks: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Tuple numbers of ascending key ranks (the tuple whose key is ``r``)."""
         return window_permutation(ranks, self.total, self.window, self._key)
 
+    def _expression_order(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(tuple number, expression value) of every entry, in index order."""
+        if self._sorted is None:
+            assert self.expression is not None
+            from .expression import evaluate
+
+            tuples = np.arange(self.total, dtype=np.int64)
+            ids = np.empty(self.total, dtype=np.int64)
+            ids[self.ascending_positions(tuples)] = tuples
+            values = evaluate(self.expression, ids)
+            order = np.lexsort((tuples, values)).astype(np.int64)
+            self._sorted = (order, values[order])
+        return self._sorted
+
     def heap_positions(self, ranks: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Tuple numbers of the entries at ranks ``ranks`` in index order."""
+        if self.expression is not None:
+            return self._expression_order()[0][np.asarray(ranks, dtype=np.int64)]
         if self.descending:
             return self.ascending_positions(self.total - 1 - np.asarray(ranks, dtype=np.int64))
         return window_permutation(ranks, self.total, self.window, self._key)
+
+    def keys(self, ranks: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """The values the index stores for the entries at ``ranks``: the key (``id``), or the
+        expression's value of it."""
+        r = np.asarray(ranks, dtype=np.int64)
+        if self.expression is not None:
+            return self._expression_order()[1][r]
+        if self.descending:
+            return self.total - 1 - r
+        return r
+
+    def key_group_span(self, lo: int, hi: int) -> tuple[int, int]:
+        """The ranks whose keys lie between those of ranks ``lo`` and ``hi − 1`` (inclusive):
+        ``[lo, hi)`` widened to whole runs of equal keys, as ``key >= a AND key <= b`` selects."""
+        if hi <= lo or self.expression is None:
+            return lo, hi
+        values = self._expression_order()[1]
+        first = int(np.searchsorted(values, values[lo], side="left"))
+        last = int(np.searchsorted(values, values[hi - 1], side="right"))
+        return first, last
+
+    def key_bounds(self, lo: int, hi: int) -> tuple[int, int]:
+        """The key values ``[a, b)`` a range scan of ranks ``[lo, hi)`` asks for: ``WHERE key >=
+        a AND key < b`` (``key`` the indexed column or expression) selects exactly the ranks
+        ``key_group_span(lo, hi)``."""
+        if self.expression is not None:
+            if not self.total:
+                return 0, 0
+            values = self._expression_order()[1]
+            if hi <= lo:
+                a = int(values[min(lo, self.total - 1)])
+                return a, a
+            return int(values[lo]), int(values[hi - 1]) + 1
+        if self.descending:
+            return self.total - hi, self.total - lo
+        return lo, hi
 
     def tids_of_ranks(self, ranks: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         r = np.asarray(ranks, dtype=np.int64)
@@ -154,7 +230,7 @@ class IndexContent:
         self.spec = spec
         self.name = name
         self.seed = seed
-        self.entries = EntryMap(heap, spec.correlation, seed, spec.descending)
+        self.entries = EntryMap(heap, spec.correlation, seed, spec.descending, spec.expression)
         self.rel: Relation | None = None
         self.nblocks = 0
         self.init_nblocks = 0

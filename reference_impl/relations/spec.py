@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..errors import SettingError
+from .expression import check_expression
 from .layout import (
     MAX_HEAP_TUPLES_PER_PAGE,
     heap_tuple_space,
@@ -117,7 +118,13 @@ class IndexSpec:
     metapage, primary bucket pages, bitmap page, then overflow pages) and ``gistbuild.c`` (sorted
     build: root at block 0, children written before their parents).
 
-    * btree: ``descending`` (``CREATE INDEX ... (key DESC)``: key rank 0 is the largest key, so
+    * btree and hash: ``expression`` (``CREATE INDEX ... ((id % 100))``: the index holds an int4
+      expression of the key column, ``("mod", m)``, ``("div", d)``, ``("mul", k)`` or ``("add",
+      c)`` (``expression.py``); a btree orders its entries by the values, equal values by heap
+      TID, and lays its pages out as ``_bt_load`` builds them, posting lists included
+      (``btree_build.py``); a hash index hashes the values);
+    * btree: ``deduplicate`` (``deduplicate_items``, default on: runs of equal keys become
+      posting lists at build time), ``descending`` (``CREATE INDEX ... (key DESC)``: key rank 0 is the largest key, so
       with correlation 1 the index lists the heap backwards), ``leaf_pages`` (default: entries / ``keys_per_leaf``, which defaults from
       ``key_width`` and ``fillfactor`` 90), ``levels`` (total levels, leaves included; picks the
       inner fan-out) or ``fanout`` (items an inner page holds when it fills, at least 3, default
@@ -152,6 +159,8 @@ class IndexSpec:
     pages: int | None = None
     key_hash: str | None = None
     descending: bool = False
+    expression: tuple[str, int] | None = None
+    deduplicate: bool = True
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -183,6 +192,31 @@ class IndexSpec:
         _check_bool(owner, "descending", self.descending)
         if self.descending and self.kind != "btree":
             raise SettingError(f"{owner}.descending = True does not apply to a {self.kind} index")
+        _check_bool(owner, "deduplicate", self.deduplicate)
+        if not self.deduplicate and self.kind != "btree":
+            raise SettingError(f"{owner}.deduplicate = False does not apply to a {self.kind} index")
+        if self.expression is not None:
+            check_expression(owner, self.expression)
+            if self.kind == "gist":
+                raise SettingError(
+                    f"{owner}.expression = {self.expression!r} does not apply to a gist index: allowed "
+                    "on btree and hash indexes"
+                )
+            shaped = [
+                n
+                for n in ("levels", "leaf_pages", "keys_per_leaf", "key_width", "fanout")
+                if getattr(self, n) is not None
+            ]
+            if shaped:
+                raise SettingError(
+                    f"{owner}.expression = {self.expression!r} lays the btree out from its keys as CREATE "
+                    f"INDEX does (posting lists, nbtsort.c): leave {', '.join(shaped)} unset"
+                )
+            if self.descending:
+                raise SettingError(
+                    f"{owner}.expression = {self.expression!r} with descending = True is not modelled: "
+                    "order by a negated expression instead, e.g. expression=('mul', -1)"
+                )
         for fname in ("overflow", "overflow_layout"):
             if fname not in own and getattr(self, fname) != defaults[fname]:
                 raise SettingError(

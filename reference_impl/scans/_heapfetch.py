@@ -12,7 +12,9 @@
   page is one ``ReadBuffer`` without strategy (context ``normal``), as ``_bt_getbuf`` does; a leaf
   is released as soon as its items are copied (an MVCC plain index scan drops the leaf pin at
   once). The metapage is read first only when the backend has no cached copy (``rd_amcache``).
-* ``btree_key_range`` resolves both at once for a range scan: the btree and the ranks of the range.
+* ``btree_key_range`` resolves both at once for a range scan: the btree and the ranks of the range
+  (on an index on an expression, widened to whole runs of equal values: the SQL range is
+  ``expr >= a AND expr < b`` with ``a``, ``b`` from ``EntryMap.key_bounds``).
 * ``btree_range_params`` declares the parameters of such a range scan (the index, the key range,
   the cached metapage, ``LIMIT``); ``begin_heap_fetch_stream`` starts the heap read stream both
   the bitmap heap scan and the index-scan prototype use (``DEFAULT | USE_BATCHING``, no
@@ -127,6 +129,9 @@ def btree_key_range(
     bt = irel.content
     assert isinstance(bt, BTreeContent)
     lo, hi = key_range(bt.entries.total, key_start, selectivity)
+    # On an index on an expression the range is of values: it takes every entry whose value lies
+    # between those of ranks lo and hi - 1 (WHERE expr >= a AND expr < b, see key_bounds).
+    lo, hi = bt.entries.key_group_span(lo, hi)
     return irel, bt, lo, hi
 
 

@@ -226,6 +226,9 @@ class IndexView:
         if self.kind == "btree" and counts and p.right != 0xFFFFFFFF:
             stored += 1  # the high key
         used = stored * (self.item_len + ITEM_ID)
+        if counts and p.tuple_bytes >= 0:
+            # Posting lists (a btree built with deduplication): the page's own tuple sizes.
+            used = p.tuple_bytes + ITEM_ID * (stored - n + p.items)
         free = max(0, BLCKSZ - PAGE_HEADER - _SPECIAL - used) if kind not in ("meta", "bitmap") else 0
         return IndexPageInfo(
             block=block,

@@ -441,7 +441,7 @@ def pgstatindex(ctx: ScanContext, rel: Relation, *, streamed: bool) -> dict[str,
             st["empty"] += 1
         elif info.counts_tuples:
             st["max_avail"] += BLCKSZ - 16 - 24
-            st["free"] += info.free_space
+            st["free"] += info.exact_free_space  # PageGetExactFreeSpace, as pgstatindex_impl
             st["leaf"] += 1
             if info.right != InvalidBlockNumber and info.right < blkno:
                 st["fragments"] += 1
