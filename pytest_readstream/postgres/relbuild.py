@@ -18,7 +18,8 @@ that page with ordinary SQL:
   deleted before ``VACUUM`` removes it and truncates its line-pointer array.
 * **Keys.** ``id`` is the tuple's key rank in the model's indexes (the tuple number when the
   indexes follow heap order), so ``CREATE INDEX ... (id)`` builds leaves holding exactly the
-  model's TIDs. Indexes are built before any tuple is deleted: dead tuples keep their entries.
+  model's TIDs, and an index on an expression (``IndexSpec.expression``, e.g. ``((id % 100))``)
+  holds the expression's values of the same keys. Indexes are built before any tuple is deleted: dead tuples keep their entries.
 * **Visibility map.** ``VACUUM (FREEZE)`` sets every page all-visible and all-frozen. A page that
   must be all-visible but not all-frozen gets one tuple locked ``FOR KEY SHARE``
   (``heap_lock_tuple`` clears only the all-frozen bit); a page that must not be all-visible gets
@@ -238,6 +239,12 @@ def _check_supported(spec: Any) -> None:
             "IndexSpec('hash') without buckets/overflow, or with key_hash='hashint4' and "
             "overflow='build' for the server's own layout"
         )
+    if any(i.kind == "hash" and i.expression is not None and i.overflow != "build" for i in spec.indexes):
+        raise UnsupportedLayout(
+            f"RelationSpec {spec.name!r}: a hash index on an expression fills the buckets its values "
+            "hash to, with the overflow pages CREATE INDEX adds; give it key_hash='hashint4' and "
+            "overflow='build'"
+        )
     if any(
         i.kind == "btree" and (i.levels or i.leaf_pages or i.fanout or i.keys_per_leaf or i.key_width)
         for i in spec.indexes
@@ -426,14 +433,7 @@ def build_relation_on_server(
                 (float(lay.nitems.sum()), lay.nblocks, table),
             )
         for ispec in spec.indexes:
-            iname = index_names[ispec.default_name(spec.name)]
-            using = sql.SQL("hash") if ispec.kind == "hash" else sql.SQL("btree")
-            order = sql.SQL(" DESC" if ispec.descending else "")
-            conn.execute(
-                sql.SQL("CREATE INDEX {} ON {} USING {} (id{})").format(
-                    sql.Identifier(iname), ident, using, order
-                )
-            )
+            conn.execute(_create_index(ispec, index_names[ispec.default_name(spec.name)], ident))
         if lay.dead_tids:
             pin = server._connect_raw(db.name)
             pin.autocommit = False
@@ -458,6 +458,23 @@ def build_relation_on_server(
         _evict_all(db, built)
     built.build_seconds = time.monotonic() - t0
     return built
+
+
+def _create_index(ispec: Any, name: str, table: sql.Identifier) -> sql.Composed:
+    """``CREATE INDEX`` of one ``IndexSpec``: on ``id`` (``DESC``) or on its expression, e.g.
+    ``((id % 100))``; ``deduplicate = False`` is ``WITH (deduplicate_items = off)``."""
+    from reference_impl.relations.expression import expression_sql
+
+    using = sql.SQL("hash") if ispec.kind == "hash" else sql.SQL("btree")
+    if ispec.expression is not None:
+        # expression_sql renders an int4 operator and an integer checked by IndexSpec.
+        key = sql.SQL("(" + expression_sql(ispec.expression) + ")")
+    else:
+        key = sql.SQL("id DESC" if ispec.descending else "id")
+    with_ = sql.SQL(" WITH (deduplicate_items = off)" if not ispec.deduplicate else "")
+    return sql.SQL("CREATE INDEX {} ON {} USING {} ({}){}").format(
+        sql.Identifier(name), table, using, key, with_
+    )
 
 
 def _evict_all(db: ScratchDatabase, built: BuiltRelation) -> None:

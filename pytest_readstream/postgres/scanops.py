@@ -25,6 +25,10 @@ cursor                     ``DECLARE c SCROLL CURSOR FOR SELECT 1 FROM t``, then
                            ``ROLLBACK``
 =========================  =====================================================  ==========
 
+A range scan through an index on an expression compares the expression instead of ``id``
+(``WHERE (id % 100) >= a AND (id % 100) < b``), with ``a`` and ``b`` the values of the model's
+ranks (``EntryMap.key_bounds``).
+
 The scans a server cannot run by themselves are not offered: index bulk deletes
 (``btvacuumscan``, ``hashbulkdelete``, ``gistvacuumscan``) only happen inside a ``VACUUM`` (the
 ``vacuum`` scan covers them), ``log_newpage_range`` and ``createdb_wal_log`` have no SQL entry
@@ -307,6 +311,16 @@ def _tidrangescan(p: dict[str, Any]) -> ServerOp:
     return ServerOp("tidrangescan", run, planner={"enable_tidscan": True, "enable_seqscan": False})
 
 
+def _range_index(ctx: OpContext) -> tuple[int, Any] | None:
+    """(position, spec) of the btree a range scan uses: ``index`` by name, else the first btree."""
+    spec = ctx.built.spec
+    name = ctx.params.get("index")
+    for position, ispec in enumerate(spec.indexes):
+        if ispec.kind == "btree" and (name is None or ispec.default_name(spec.name) == name):
+            return position, ispec
+    return None
+
+
 def _key_bounds(ctx: OpContext) -> tuple[int, int]:
     from reference_impl.scans._heapfetch import key_range
 
@@ -314,11 +328,31 @@ def _key_bounds(ctx: OpContext) -> tuple[int, int]:
     lo, hi = key_range(
         total, float(ctx.params.get("key_start", 0.0)), float(ctx.params.get("selectivity", 0.01))
     )
+    chosen = _range_index(ctx)
+    if chosen is not None and chosen[1].expression is not None:
+        # The model's own index order gives the values of ranks lo and hi - 1.
+        from reference_impl.relations.build import make_index_content
+
+        position, ispec = chosen
+        content = make_index_content(
+            ctx.built.layout.content, ispec, ispec.default_name(ctx.built.spec.name), position
+        )
+        return content.entries.key_bounds(lo, hi)
     btrees = [i for i in ctx.built.spec.indexes if i.kind == "btree"]
     if btrees and btrees[0].descending:
         # Ranks [lo, hi) in DESC index order hold the keys T - hi .. T - lo - 1.
         return total - hi, total - lo
     return lo, hi
+
+
+def _range_key(ctx: OpContext) -> sql.Composable:
+    """What the range condition compares: ``id``, or the index's expression (``(id % 100)``)."""
+    from reference_impl.relations.expression import expression_sql
+
+    chosen = _range_index(ctx)
+    if chosen is not None and chosen[1].expression is not None:
+        return sql.SQL(expression_sql(chosen[1].expression))
+    return sql.SQL("id")
 
 
 def _index_prep(kind: str) -> Callable[[OpContext], None]:
@@ -345,9 +379,10 @@ def _index_heap_scan(scan: str, p: dict[str, Any]) -> ServerOp:
         lo, hi = _key_bounds(ctx)
         if p.get("index") is not None:
             ctx.built.index_for("btree", p["index"])
+        key = _range_key(ctx)
         rows = ctx.execute(
-            sql.SQL("SELECT ctid FROM {} WHERE id >= {} AND id < {}{}").format(
-                ctx.table, sql.Literal(lo), sql.Literal(hi), _limit_clause(p.get("limit"))
+            sql.SQL("SELECT ctid FROM {} WHERE {} >= {} AND {} < {}{}").format(
+                ctx.table, key, sql.Literal(lo), key, sql.Literal(hi), _limit_clause(p.get("limit"))
             )
         )
         return _tid_answer(rows, {"key_range": [lo, hi]})

@@ -195,6 +195,54 @@ RELATIONS: dict[str, RelationSpec] = {
         name="idxd", nblocks=1000, tuple_width=100, indexes=(IndexSpec("btree", descending=True),), seed=46
     ),
     "btree3": RelationSpec(name="bt3", nblocks=4425, tuple_width=5, indexes=(IndexSpec("btree"),), seed=42),
+    # 885 blocks of 226 rows: 200,010 rows, a btree on (id % 100): 100 values of 2,000 rows, so
+    # CREATE INDEX makes posting lists of 132 TIDs, nine to a leaf: 178 leaves, not 547.
+    "expr": RelationSpec(
+        name="expr",
+        nblocks=885,
+        tuple_width=5,
+        indexes=(IndexSpec("btree", expression=("mod", 100)),),
+        seed=47,
+    ),
+    # The same keys without deduplication (deduplicate_items = off): 547 leaves whose high keys
+    # inside a run of equal values carry a heap TID, so inner pages take 204 downlinks, not 285.
+    "expr_nodedup": RelationSpec(
+        name="exprn",
+        nblocks=885,
+        tuple_width=5,
+        indexes=(IndexSpec("btree", expression=("mod", 100), deduplicate=False),),
+        seed=47,
+    ),
+    # 10 % of the rows deleted under a btree on (id % 100). One index a table: with two of at
+    # least min_parallel_index_scan_size (512 kB) VACUUM hands one to a parallel worker, whose
+    # reads are the worker's (not modelled).
+    "expr_vac": RelationSpec(
+        name="exprv",
+        nblocks=885,
+        tuple_width=5,
+        dead_fraction=0.1,
+        indexes=(IndexSpec("btree", expression=("mod", 100)),),
+        seed=48,
+    ),
+    # The same under a hash index on (id % 100): the values fill at most 100 of the 768
+    # buckets, each with a chain of overflow pages, which VACUUM's squeeze shortens.
+    "expr_vac_hash": RelationSpec(
+        name="exprh",
+        nblocks=885,
+        tuple_width=5,
+        dead_fraction=0.1,
+        indexes=(IndexSpec("hash", expression=("mod", 100), key_hash="hashint4", overflow="build"),),
+        seed=48,
+    ),
+    # 1,000,050 rows, a btree on (id % 5000): 200 rows a value, a three-level tree of 834 leaves
+    # whose inner pages hold 204 downlinks (pivots with a heap TID).
+    "expr3": RelationSpec(
+        name="expr3",
+        nblocks=4425,
+        tuple_width=5,
+        indexes=(IndexSpec("btree", expression=("mod", 5000)),),
+        seed=49,
+    ),
 }
 
 _NO_SYNC = {"synchronize_seqscans": False}
@@ -685,8 +733,106 @@ def _fidelity_issue() -> list[Scenario]:
     ]
 
 
+def _expression_indexes() -> list[Scenario]:
+    """Indexes on an expression (fidelity issue item 3, the key function): their layout as
+    CREATE INDEX builds it, posting lists included, and the scans that read them."""
+    layout = (
+        "tree_level",
+        "index_size",
+        "root_block_no",
+        "internal_pages",
+        "leaf_pages",
+        "avg_leaf_density",
+        "leaf_fragmentation",
+    )
+    return [
+        Scenario(
+            "pgstatindex-expression",
+            "pgstatindex",
+            RELATIONS["expr"],
+            target="expr_btree",
+            answer_keys=layout,
+            note="posting lists of 132 TIDs, nine to a leaf: 178 leaves (547 without them)",
+        ),
+        Scenario(
+            "pgstatindex-expression-no-dedup",
+            "pgstatindex",
+            RELATIONS["expr_nodedup"],
+            target="exprn_btree",
+            answer_keys=layout,
+            note="deduplicate_items = off: 366 tuples a leaf, 24-byte pivots inside runs of equal keys",
+        ),
+        Scenario(
+            "bt_index_check-expression",
+            "bt_index_check",
+            RELATIONS["expr"],
+            target="expr_btree",
+            answer_keys=("corruption",),
+        ),
+        Scenario(
+            "bt_index_check-expression-3-level",
+            "bt_index_check",
+            RELATIONS["expr3"],
+            target="expr3_btree",
+            answer_keys=("corruption",),
+        ),
+        Scenario(
+            "indexscan-expression",
+            "indexscan",
+            RELATIONS["expr"],
+            params={"key_start": 0.05, "selectivity": 0.01},
+            answer_keys=("rows", "tid_digest"),
+            note="WHERE (id % 100) >= 4 AND (id % 100) < 6: two runs of equal keys, heap in TID order",
+        ),
+        Scenario(
+            "bitmapscan-expression",
+            "bitmapscan",
+            RELATIONS["expr"],
+            params={"key_start": 0.3, "selectivity": 0.02},
+            answer_keys=("rows", "tid_digest"),
+        ),
+        Scenario(
+            "vacuum-expression",
+            "vacuum",
+            RELATIONS["expr_vac"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            relation_reads=True,
+            note="10 % deleted: btvacuumscan reads the posting-list leaves of (id % 100)",
+        ),
+        Scenario(
+            "vacuum-expression-hash",
+            "vacuum",
+            RELATIONS["expr_vac_hash"],
+            answer_keys=("scanned_pages", "tuples_deleted"),
+            relation_reads=True,
+            note="10 % deleted: the hash chains of (id % 100) and the squeeze's freed overflow pages",
+        ),
+        Scenario(
+            "pgstathashindex-expression",
+            "pgstathashindex",
+            RELATIONS["expr_vac_hash"],
+            target="exprh_hash",
+            answer_keys=("bucket_pages", "overflow_pages", "bitmap_pages", "unused_pages", "live_items"),
+        ),
+        Scenario(
+            "indexscan-expression-3-level",
+            "indexscan",
+            RELATIONS["expr3"],
+            params={"key_start": 0.75, "selectivity": 0.0001},
+            answer_keys=("rows", "tid_digest"),
+            note="the descent through inner pages of 204 downlinks to the run of (id % 5000) = 3750",
+        ),
+    ]
+
+
 SCENARIOS: tuple[Scenario, ...] = tuple(
-    _seq_matrix() + _sampling() + _maintenance() + _index_scans() + _more() + _fidelity_issue()
+    _seq_matrix()
+    + _sampling()
+    + _maintenance()
+    + _index_scans()
+    + _more()
+    + _fidelity_issue()
+    + _expression_indexes()
 )
 
 
