@@ -374,6 +374,16 @@ def _spec_dict(spec: Any) -> dict[str, Any]:
                     "kind": i.kind,
                     "correlation": i.correlation,
                     **({"descending": True} if i.descending else {}),
+                    **({"expression": list(i.expression)} if i.expression is not None else {}),
+                    **({"deduplicate": False} if not i.deduplicate else {}),
+                    **(
+                        {
+                            "key_hash": i.key_hash,
+                            "overflow": list(i.overflow) if isinstance(i.overflow, tuple) else i.overflow,
+                        }
+                        if i.key_hash is not None
+                        else {}
+                    ),
                 }
                 for i in v
             ]
