@@ -121,6 +121,8 @@ def leaf_page_starts(
         hit = np.flatnonzero(fires)
         if not hit.size:
             break  # the rest fits: the last leaf
+        # A page always takes two tuples (each at most POSTING_MAX_BYTES): never full at j = 1.
+        assert hit[0] > 0
         i = a + int(hit[0]) + 1  # the tuple that does not fit
         a = i - 1
         starts.append(a)
@@ -148,6 +150,7 @@ def sized_inner_levels(
     lowkey: list[int] = []
     firsts: list[list[int]] = []
     counts: list[int] = []
+    used: list[int] = []  # bytes of the current page's items and their line pointers
     alloc = first_block
 
     def new_page(level: int) -> int:
@@ -159,6 +162,7 @@ def sized_inner_levels(
             lowkey.append(_MINUS_INFINITY)
             firsts.append([])
             counts.append(0)
+            used.append(0)
         levels[level].append(alloc)
         alloc += 1
         return alloc - 1
@@ -168,7 +172,7 @@ def sized_inner_levels(
         if level == len(levels):
             new_page(level)
         items = stored[level]
-        free = _EMPTY_PAGE_FREE - sum(s + _ITEM_ID for s in items)
+        free = _EMPTY_PAGE_FREE - used[level]
         if level > 0 and (free < size or (free < full and len(items) >= 2)):
             moved = last_size[level]
             new_page(level)
@@ -179,10 +183,13 @@ def sized_inner_levels(
             lowkey[level] = moved
             firsts[level].append(counts[level] - 1)
             stored[level] = [_MINUS_INFINITY]
+            used[level] = _MINUS_INFINITY + _ITEM_ID
             items = stored[level]
         if level > 0 and not items:
             firsts[level].append(counts[level])
-        items.append(_MINUS_INFINITY if level > 0 and not items else size)
+        item = _MINUS_INFINITY if level > 0 and not items else size
+        items.append(item)
+        used[level] += item + _ITEM_ID
         last_size[level] = size
         counts[level] += 1
 
@@ -211,7 +218,8 @@ def sized_inner_levels(
 
 @dataclass(frozen=True)
 class BTreeBuild:
-    """The layout ``CREATE INDEX`` gives a btree over keys in index order.
+    """The layout ``CREATE INDEX`` gives a btree over keys in index order (``_bt_load`` and
+    ``_bt_buildadd`` in ``nbtsort.c``, posting lists as ``nbtdedup.c`` forms them).
 
     ``leaf_first_rank[p]`` is the first key rank (TID in index order) of leaf ``p`` (one more
     entry: the total); ``leaf_items[p]`` its tuples (a posting list counts once) and
