@@ -51,7 +51,7 @@ import contextlib
 import os
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -139,10 +139,16 @@ def _extra_gucs(settings: Any) -> dict[str, str]:
 @dataclass(frozen=True)
 class ScanTiming:
     """What :meth:`PostgresImplementation.time_scan` measured: seconds per repeat (server clock)
-    and every read request's time in service (the interposer's ledger), in microseconds."""
+    and every read request's time in service (the interposer's ledger), in microseconds.
+
+    ``intervals`` has, per repeat, each fired request's service (start, end) in the ledger's
+    ``CLOCK_MONOTONIC`` nanoseconds, in start order: the gaps between them are the server's CPU
+    between reads, the time outside them the statement's own (parse, plan, the result's trip to
+    the client)."""
 
     seconds: list[float]
     service_us: list[float]
+    intervals: list[list[tuple[int, int]]] = field(default_factory=list)
 
 
 def _under_pytest() -> bool:
@@ -893,6 +899,7 @@ class PostgresImplementation:
         injector = self.server.faults
         times: list[float] = []
         service: list[float] = []
+        intervals: list[list[tuple[int, int]]] = []
         for _ in range(repeats):
             built = self.relation(request.relation)
             if op.releases_pin:
@@ -921,13 +928,15 @@ class PostgresImplementation:
                     t0 = session.execute("SELECT clock_timestamp()")[0][0]
                     op.run(ctx)
                     t1 = session.execute("SELECT clock_timestamp()")[0][0]
-                    service.extend((e.end_ns - e.start_ns) / 1000.0 for e in injector.ledger() if e.fired)
+                    fired = sorted((e.start_ns, e.end_ns) for e in injector.ledger() if e.fired)
+                    service.extend((end - start) / 1000.0 for start, end in fired)
+                    intervals.append(fired)
                 finally:
                     injector.clear()
             if op.mutates or not built.layout.hinted.all():
                 built.spent = True
             times.append((t1 - t0).total_seconds())
-        return ScanTiming(seconds=times, service_us=service)
+        return ScanTiming(seconds=times, service_us=service, intervals=intervals)
 
     # ------------------------------------------------------------------------------ faults
     def _install_faults(self, request: ScanRequest, built: BuiltRelation) -> list[tuple[Any, str]]:
