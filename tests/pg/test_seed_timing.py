@@ -90,6 +90,7 @@ def test_the_printed_rows() -> None:
         "service_us": 96.0,
         "requests": 85,
         "model_requests": 85,
+        "overhead_ms": 1.5,
         "model_ms": 10.0,
         "server_ms": 8.0,
         "stalls_ms": 0.0,
@@ -101,7 +102,9 @@ def test_the_printed_rows() -> None:
     result["rows"] = [{**row, "ratio": 1.3}]
     assert "<-- outside 0.8-1.25" in seed_timing.format_seed_server(result)
     md = seed_timing.markdown_seed_server(result)
-    assert "| sample-64gib | SYSTEM(1) master | 1/1024 | 75 µs | 96 µs | 85 | 10.00 | 8.00 | 1.30 |" in md
+    assert (
+        "| sample-64gib | SYSTEM(1) master | 1/1024 | 75 µs | 96 µs | 85 | 1.50 | 10.00 | 8.00 | 1.30 |" in md
+    )
 
 
 @pytest.mark.postgres
