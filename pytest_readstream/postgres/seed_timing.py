@@ -234,6 +234,8 @@ def run_seed_server(
 
     if not isinstance(repeats, int) or not 1 <= repeats <= 99:
         raise ValueError(f"repeats = {repeats!r} is not valid; allowed: 1..99")
+    if not cases:
+        return {"server_version": None, "repeats": repeats, "rows": [], "skipped": []}
     own = impl is None
     if impl is None:
         impl = PostgresImplementation(bindir=bindir, interpose=True, pytest_mode=False)
@@ -301,10 +303,14 @@ def _within(ratio: float | None) -> str:
 
 def format_seed_server(result: dict[str, Any]) -> str:
     """The rows as plain text, per seed table (what the command prints), then the rows left out."""
-    lines = [
-        f"PostgreSQL {result['server_version']}: the seed tables' unpatched rows, median of {result['repeats']} "
-        "interleaved runs; model and server at the stated scale, the thread's figure at full size (context)"
-    ]
+    if result["server_version"] is None:
+        lines = ["no row of these tables runs on a stock server (no server started)"]
+    else:
+        lines = [
+            f"PostgreSQL {result['server_version']}: the seed tables' unpatched rows, median of "
+            f"{result['repeats']} interleaved runs; model and server at the stated scale, the thread's "
+            "figure at full size (context)"
+        ]
     current = None
     for r in result["rows"]:
         if r["table"] != current:

@@ -107,6 +107,15 @@ def test_the_printed_rows() -> None:
     )
 
 
+def test_tables_with_no_server_row_start_no_server() -> None:
+    cases, skipped = seed_timing.seed_cases(["checksums"])
+    assert cases == [] and len(skipped) == 2
+    result = seed_timing.run_seed_server(cases, repeats=1)
+    result["skipped"] = skipped
+    text = seed_timing.format_seed_server(result)
+    assert text.startswith("no row of these tables runs on a stock server") and "development branch" in text
+
+
 @pytest.mark.postgres
 def test_a_tiny_seed_row_live() -> None:
     from pytest_readstream.postgres import PgNotAvailable
