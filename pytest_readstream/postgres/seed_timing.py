@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .timing import STALL_US, measure, median_of, model_ms, model_outcome, scaled_costs
+from .timing import STALL_US, measure, median_of, model_ms, model_outcome, runqueue_ms, scaled_costs
 
 __all__ = [
     "DEFAULT_SCALES",
@@ -293,8 +293,13 @@ def _row(c: SeedCase, runs: list[dict[str, float]], cal_runs: list[dict[str, flo
         "server_ms": round(server, 2),
         "server_runs_ms": [round(r["total"] / 1000.0, 2) for r in runs],
         "stalls_ms": round(statistics.median(stalled) / 1000.0, 2),
+        "runqueue_ms": runqueue_ms(runs),
         "ratio": round(model / server, 3) if server > 0 else None,
     }
+
+
+def _runq(r: dict[str, Any]) -> str:
+    return "" if r.get("runqueue_ms") is None else f"{r['runqueue_ms']:.2f}ms"
 
 
 def _within(ratio: float | None) -> str:
@@ -318,12 +323,12 @@ def format_seed_server(result: dict[str, Any]) -> str:
             lines += ["", f"== {r['table']} =="]
             lines.append(
                 f"   {'row':<34} {'scale':>7} {'latency':>9} {'served':>8} {'reqs':>5} {'stmt ms':>8} {'model ms':>9} "
-                f"{'server ms':>10} {'ratio':>6} {'stalls':>7}   published (full size)"
+                f"{'server ms':>10} {'ratio':>6} {'stalls':>7} {'runq':>7}   published (full size)"
             )
         lines.append(
             f"   {r['row']:<34} 1/{1 / r['scale']:<5.0f} {r['latency_us']:>7.0f}us {r['service_us']:>6.0f}us "
             f"{r['requests']:>5} {r['overhead_ms']:>8.2f} {r['model_ms']:>9.2f} {r['server_ms']:>10.2f} {r['ratio']:>6.2f} "
-            f"{r['stalls_ms']:>5.2f}ms   {r['published']:g} {r['published_unit']}{_within(r['ratio'])}"
+            f"{r['stalls_ms']:>5.2f}ms {_runq(r):>7}   {r['published']:g} {r['published_unit']}{_within(r['ratio'])}"
         )
     if result.get("skipped"):
         lines += ["", "not run on the server:"]
@@ -336,13 +341,13 @@ def markdown_seed_server(result: dict[str, Any]) -> str:
     """The rows as one Markdown table (for ``docs/benchmarks.md``)."""
     lines = [
         "| table | row | scale | latency | served per request | requests | statement ms | model ms | server ms "
-        "| ratio | stalls ms | published (full size) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| ratio | stalls ms | backend's run-queue wait ms | published (full size) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in result["rows"]:
         lines.append(
             f"| {r['key']} | {r['row']} | 1/{1 / r['scale']:.0f} | {r['latency_us']:.0f} µs | "
             f"{r['service_us']:.0f} µs | {r['requests']} | {r['overhead_ms']:.2f} | {r['model_ms']:.2f} | {r['server_ms']:.2f} | "
-            f"{r['ratio']:.2f} | {r['stalls_ms']:.2f} | {r['published']:g} {r['published_unit']} |"
+            f"{r['ratio']:.2f} | {r['stalls_ms']:.2f} | {_runq(r).removesuffix('ms') or '—'} | {r['published']:g} {r['published_unit']} |"
         )
     return "\n".join(lines)

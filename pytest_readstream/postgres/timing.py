@@ -51,6 +51,7 @@ __all__ = [
     "model_ms",
     "model_outcome",
     "run_timing",
+    "runqueue_ms",
     "scaled_costs",
     "speedups",
     "split_run",
@@ -195,8 +196,12 @@ def measure(
                 group = io
                 impl.time_scan(request, device, repeats=1)
             t = impl.time_scan(request, device, repeats=1)
-            for secs, iv in zip(t.seconds, t.intervals or [[]] * len(t.seconds), strict=True):
-                runs[key].append(split_run(secs, iv, latency_us))
+            waits = t.runqueue_us if len(t.runqueue_us) == len(t.seconds) else [None] * len(t.seconds)
+            for secs, iv, wait in zip(t.seconds, t.intervals or [[]] * len(t.seconds), waits, strict=True):
+                figures = split_run(secs, iv, latency_us)
+                if wait is not None:
+                    figures["runqueue"] = wait
+                runs[key].append(figures)
         if progress is not None:
             progress(f"round {round_no + 1} of {repeats} done")
     return runs
@@ -258,6 +263,13 @@ def split_run(seconds: float, intervals: Sequence[tuple[int, int]], latency_us: 
 
 def median_of(runs: Sequence[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in runs) if runs else 0.0
+
+
+def runqueue_ms(runs: Sequence[dict[str, float]]) -> float | None:
+    """The median run's time the backend waited for a CPU (ms), where the kernel said."""
+    if not runs or any("runqueue" not in r for r in runs):
+        return None
+    return round(median_of(runs, "runqueue") / 1000.0, 2)
 
 
 def _calibrate(
@@ -364,6 +376,7 @@ def run_timing(
                 "server_runs_ms": [round(r["total"] / 1000.0, 2) for r in runs[case]],
                 "overhead_ms": round(overhead_ms, 3),
                 "stalls_ms": round(statistics.median(stalled) / 1000.0, 2),
+                "runqueue_ms": runqueue_ms(runs[case]),
                 "unstalled_ms": round(unstalled, 2),
                 "unstalled_model_ms": round(unstalled_model, 2),
                 "unstalled_ratio": round(unstalled_model / unstalled, 3) if unstalled > 0 else None,
@@ -437,7 +450,7 @@ def format_timing(result: dict[str, Any]) -> str:
             )
     lines.append(
         f"{'scan':<20} {'latency':>8} {'method':<7} {'eic':>3} {'served':>8} {'reqs':>5} "
-        f"{'stmt ms':>8} {'model ms':>9} {'server ms':>10} {'ratio':>6} {'stalls':>7} {'w/o':>5}"
+        f"{'stmt ms':>8} {'model ms':>9} {'server ms':>10} {'ratio':>6} {'stalls':>7} {'w/o':>5} {'runq':>7}"
     )
     for r in result["rows"]:
         lines.append(
@@ -445,7 +458,8 @@ def format_timing(result: dict[str, Any]) -> str:
             f"{r['service_us']:>6.0f}us {r['requests']:>5} {r.get('overhead_ms', 0.0):>8.2f} "
             f"{r['model_ms']:>9.2f} {r['server_ms']:>10.2f} "
             f"{r['ratio']:>6.2f}{' direct' if r['direct'] else ''} {_opt(r.get('stalls_ms'), '{:>5.2f}ms')} "
-            f"{_opt(r.get('unstalled_ratio'), '{:>5.2f}')}{_within(r['ratio'])}"
+            f"{_opt(r.get('unstalled_ratio'), '{:>5.2f}')} {_opt(r.get('runqueue_ms'), '{:>5.2f}ms')}"
+            f"{_within(r['ratio'])}"
         )
     if result["speedups"]:
         lines.append("streamed (pg_prewarm buffer) vs unstreamed (pg_prewarm read): unstreamed / streamed")
@@ -465,8 +479,8 @@ def markdown_timing(result: dict[str, Any]) -> str:
     """The table in Markdown (for ``docs/benchmarks.md``)."""
     lines = [
         "| scan | latency | io_method | eic | served per request | requests | statement ms | model ms | server ms "
-        "| ratio | stalls ms | ratio without stalls |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| ratio | stalls ms | ratio without stalls | backend's run-queue wait ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in result["rows"]:
         lines.append(
@@ -474,7 +488,7 @@ def markdown_timing(result: dict[str, Any]) -> str:
             f"{r['service_us']:.0f} µs | {r['requests']} | {r.get('overhead_ms', 0.0):.2f} | "
             f"{r['model_ms']:.2f} | {r['server_ms']:.2f} | "
             f"{r['ratio']:.2f} | {_opt(r.get('stalls_ms'), '{:.2f}').strip()} | "
-            f"{_opt(r.get('unstalled_ratio'), '{:.2f}').strip()} |"
+            f"{_opt(r.get('unstalled_ratio'), '{:.2f}').strip()} | {_opt(r.get('runqueue_ms'), '{:.2f}').strip()} |"
         )
     if result["speedups"]:
         lines += [

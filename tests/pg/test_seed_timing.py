@@ -103,7 +103,8 @@ def test_the_printed_rows() -> None:
     assert "<-- outside 0.8-1.25" in seed_timing.format_seed_server(result)
     md = seed_timing.markdown_seed_server(result)
     assert (
-        "| sample-64gib | SYSTEM(1) master | 1/1024 | 75 µs | 96 µs | 85 | 1.50 | 10.00 | 8.00 | 1.30 |" in md
+        "| sample-64gib | SYSTEM(1) master | 1/1024 | 75 µs | 96 µs | 85 | 1.50 | 10.00 | 8.00 | 1.30 | 0.00 | — | 7530 ms |"
+        in md
     )
 
 

@@ -49,6 +49,8 @@ def test_a_live_subset_of_the_timing_table() -> None:
         assert r["service_us"] >= 2000, table
         # The statement's time outside its reads is a part of the server's time, not more.
         assert r["overhead_ms"] < r["server_ms"], table
+        # The backend's wait for a CPU (the kernel's run-queue time) is a part of it too.
+        assert r["runqueue_ms"] is None or 0 <= r["runqueue_ms"] <= r["server_ms"], table
     unstreamed = rows["pg_prewarm_read"]
     assert unstreamed["requests"] == 64, table  # one block per request
     assert 0.8 <= unstreamed["ratio"] <= 1.25, table
