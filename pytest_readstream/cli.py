@@ -9,6 +9,7 @@ Subcommands::
                         [--device PROFILE] [--cached-fraction F] [--seed S] [--unstreamed]
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
     readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH]
+    readstream bench    seeds --server [--table KEY] [--repeats R] [--scale F] [--json PATH] [--markdown PATH]
     readstream oracle   [--pg-dsn URI] [--pg-bindir DIR] [--json PATH] [--only SUBSTRING]
     readstream oracle --timing [--latency US] [--scan NAME] [--nblocks N] [--repeats R] [--direct]
     readstream compare  --base BINDIR --patch BINDIR [--base-source DIR] [--patch-source DIR]
@@ -347,10 +348,29 @@ def _cmd_bench(argv: Sequence[str]) -> int:
     seeds.add_argument("--plot", help="write published-vs-simulated plots into this directory")
     seeds.add_argument("--table", action="append", default=[], help="only this table (repeatable)")
     seeds.add_argument("--jobs", type=positive_int, default=None, help="worker processes (default 2)")
+    seeds.add_argument(
+        "--server",
+        action="store_true",
+        help="run the unpatched rows on the embedded PostgreSQL under the thread's latency, beside the model",
+    )
+    seeds.add_argument("--repeats", type=int, default=5, help="--server: runs per row, the median is used")
+    seeds.add_argument(
+        "--scale", type=float, default=None, help="--server: shrink every table by this factor"
+    )
+    seeds.add_argument("--markdown", help="--server: also write the table as Markdown to this path")
     model = sub.add_parser("model", help="the model's own speed and memory")
     model.add_argument("--json", help="write the figures to this path")
     args = p.parse_args(argv)
     _check_outputs(args)
+    if args.what == "seeds" and args.server:
+        return _bench_seeds_server(args)
+    for option, value in (
+        ("--repeats", args.repeats != 5),
+        ("--scale", args.scale),
+        ("--markdown", args.markdown),
+    ):
+        if getattr(args, "what", "") == "seeds" and value:
+            raise CliError(f"{option} is valid only with --server")
     if args.what == "seeds":
         from .bench.seeds import run_seed_benchmarks
 
@@ -379,6 +399,44 @@ def _cmd_bench(argv: Sequence[str]) -> int:
 
     figures = run_model_benchmark(json_path=None)
     _write_json(args.json, figures)
+    return 0
+
+
+def _bench_seeds_server(args: argparse.Namespace) -> int:
+    """``bench seeds --server``: the unpatched seed rows on the embedded server (``postgres.seed_timing``)."""
+    if args.plot or args.jobs:
+        raise CliError(
+            f"{'--plot' if args.plot else '--jobs'} is not valid with --server (one server runs the rows)"
+        )
+    if not 1 <= args.repeats <= 99:
+        raise CliError(f"--repeats {args.repeats} is not valid; allowed: 1..99")
+    if args.scale is not None and not 0 < args.scale <= 1:
+        raise CliError(f"--scale {args.scale:g} is not valid; allowed: 0 < scale <= 1")
+    _check_output("--markdown", args.markdown)
+    try:
+        from .postgres import PgHarnessError, seed_timing
+    except ImportError as exc:
+        raise CliError(
+            f"--server needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
+        ) from None
+    try:
+        cases, skipped = seed_timing.seed_cases(args.table or None, args.scale)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+    def progress(message: str) -> None:
+        print(f"  {message}", file=sys.stderr, flush=True)
+
+    progress(f"{len(cases)} rows to time, {len(skipped)} left out; {args.repeats} interleaved rounds")
+    try:
+        result = seed_timing.run_seed_server(cases, repeats=args.repeats, progress=progress)
+    except PgHarnessError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    result["skipped"] = skipped
+    print(seed_timing.format_seed_server(result))
+    if args.markdown:
+        Path(args.markdown).write_text(seed_timing.markdown_seed_server(result) + "\n", encoding="utf-8")
+    _write_json(args.json, result)
     return 0
 
 

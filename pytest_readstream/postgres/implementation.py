@@ -51,7 +51,7 @@ import contextlib
 import os
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -139,10 +139,29 @@ def _extra_gucs(settings: Any) -> dict[str, str]:
 @dataclass(frozen=True)
 class ScanTiming:
     """What :meth:`PostgresImplementation.time_scan` measured: seconds per repeat (server clock)
-    and every read request's time in service (the interposer's ledger), in microseconds."""
+    and every read request's time in service (the interposer's ledger), in microseconds.
+
+    ``intervals`` has, per repeat, each fired request's service (start, end) in the ledger's
+    ``CLOCK_MONOTONIC`` nanoseconds, in start order: the gaps between them are the server's CPU
+    between reads, the time outside them the statement's own (parse, plan, the result's trip to
+    the client)."""
 
     seconds: list[float]
     service_us: list[float]
+    intervals: list[list[tuple[int, int]]] = field(default_factory=list)
+    #: Per repeat, the µs the measured backend was runnable but had no CPU during the statement
+    #: (the kernel's run-queue wait, /proc/<pid>/schedstat); empty where the kernel does not say.
+    runqueue_us: list[float] = field(default_factory=list)
+
+
+def _runqueue_ns(pid: int) -> int | None:
+    """Nanoseconds process ``pid`` has waited on a run queue (runnable, no CPU) since it started:
+    the second field of ``/proc/<pid>/schedstat`` (Linux with schedstats); ``None`` elsewhere."""
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as fh:
+            return int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _under_pytest() -> bool:
@@ -893,6 +912,8 @@ class PostgresImplementation:
         injector = self.server.faults
         times: list[float] = []
         service: list[float] = []
+        intervals: list[list[tuple[int, int]]] = []
+        runqueue: list[float] = []
         for _ in range(repeats):
             built = self.relation(request.relation)
             if op.releases_pin:
@@ -910,6 +931,7 @@ class PostgresImplementation:
                     evict(session, rel)
                 self._prewarm(session, built, request)
                 session.execute("SELECT clock_timestamp()")  # its catalog lookup, before the clock runs
+                backend = int(session.execute("SELECT pg_backend_pid()")[0][0])
                 rules = [
                     rule_for_device(injector.target(self.database.name, rel, fork), device)
                     for rel in built.relations
@@ -918,16 +940,22 @@ class PostgresImplementation:
                 ]
                 injector.apply(*rules)
                 try:
+                    waited = _runqueue_ns(backend)
                     t0 = session.execute("SELECT clock_timestamp()")[0][0]
                     op.run(ctx)
                     t1 = session.execute("SELECT clock_timestamp()")[0][0]
-                    service.extend((e.end_ns - e.start_ns) / 1000.0 for e in injector.ledger() if e.fired)
+                    after = _runqueue_ns(backend)
+                    if waited is not None and after is not None:
+                        runqueue.append((after - waited) / 1000.0)
+                    fired = sorted((e.start_ns, e.end_ns) for e in injector.ledger() if e.fired)
+                    service.extend((end - start) / 1000.0 for start, end in fired)
+                    intervals.append(fired)
                 finally:
                     injector.clear()
             if op.mutates or not built.layout.hinted.all():
                 built.spent = True
             times.append((t1 - t0).total_seconds())
-        return ScanTiming(seconds=times, service_us=service)
+        return ScanTiming(seconds=times, service_us=service, intervals=intervals, runqueue_us=runqueue)
 
     # ------------------------------------------------------------------------------ faults
     def _install_faults(self, request: ScanRequest, built: BuiltRelation) -> list[tuple[Any, str]]:
