@@ -498,16 +498,7 @@ class PostgresImplementation:
     def configure(self, settings: Any) -> str:
         """Apply the server part of ``settings``; returns ``unchanged``/``reloaded``/``restarted``."""
         server = self.server
-        for name in _FIXED_SETTINGS:
-            want = str(getattr(settings, name))
-            if self._fixed.get(name) != want:
-                raise PgSettingUnavailable(
-                    name,
-                    want,
-                    self._fixed.get(name, "?"),
-                    "it is fixed at server start and the harness "
-                    "does not change it (it enters the per-backend pin limit)",
-                )
+        self._check_fixed(settings)
         outcome = server.configure(server_settings_for(settings))
         if outcome == "restarted":
             # The pins' connections died with the old postmaster: their relations may be pruned.
@@ -516,6 +507,41 @@ class PostgresImplementation:
                     built.pin = None
                     built.spent = True
         return outcome
+
+    def _check_fixed(self, settings: Any) -> None:
+        """Refuse postmaster settings the harness cannot give the server, unless they cannot matter.
+
+        ``max_connections`` and the other terms of ``MaxBackends`` reach the read path only
+        through ``NBuffers / (MaxBackends + NUM_AUXILIARY_PROCS)``: ``MaxProportionalPins``
+        (``InitBufferManagerAccess``, so ``GetPinLimit()`` and ``GetAdditionalPinLimit()``) and
+        the default ``io_max_concurrency`` (``AioChooseMaxConcurrency``, the same share clamped to
+        1..64). A model whose values differ from the server's but give the same share with its
+        ``shared_buffers`` runs the same stream, so it is accepted; otherwise the setting is named.
+        """
+        differ = [n for n in _FIXED_SETTINGS if self._fixed.get(n) != str(getattr(settings, n))]
+        if not differ:
+            return
+        try:
+            server_values = {n: int(self._fixed[n]) for n in _FIXED_SETTINGS}
+            as_server = replace(settings, **server_values)
+        except (KeyError, ValueError, TypeError):
+            as_server = None
+        if as_server is not None and as_server.pin_limit == settings.pin_limit:
+            return
+        name = differ[0]
+        share = (
+            ""
+            if as_server is None
+            else f" (here GetPinLimit() {settings.pin_limit} where the server gives {as_server.pin_limit} "
+            f"with shared_buffers {settings.shared_buffers})"
+        )
+        raise PgSettingUnavailable(
+            name,
+            str(getattr(settings, name)),
+            self._fixed.get(name, "?"),
+            "it is fixed at server start and the harness does not change it (it enters the "
+            f"per-backend pin limit{share})",
+        )
 
     # ------------------------------------------------------------------------------ relations
     def relation(self, spec: Any) -> BuiltRelation:
