@@ -508,6 +508,13 @@ class PostgresImplementation:
                     built.spent = True
         return outcome
 
+    @property
+    def data_checksums(self) -> bool:
+        """Whether the server's cluster verifies page checksums (``SHOW data_checksums``; PostgreSQL
+        18's initdb turns them on by default)."""
+        self.server  # noqa: B018  (reads the fixed settings on first use)
+        return self._fixed.get("data_checksums") == "on"
+
     def _check_fixed(self, settings: Any) -> None:
         """Refuse postmaster settings the harness cannot give the server, unless they cannot matter.
 
@@ -634,7 +641,7 @@ class PostgresImplementation:
                     "staged on a server at a chosen time; the stream-level fault tests cover it"
                 )
             for fault in plan.faults:
-                why = unsupported_fault(fault)
+                why = unsupported_fault(fault, data_checksums=self.data_checksums)
                 if why is not None:
                     raise UnsupportedLayout(f"ScanRequest.faults: {fault.kind} fault: {why}")
 

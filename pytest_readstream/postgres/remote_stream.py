@@ -55,7 +55,15 @@ _INVALID_BUFFER = -1
 _INVALID_BLOCK = 0xFFFFFFFF  # InvalidBlockNumber
 _INT16_MAX = 32767
 _BLCKSZ_KB = 8
-_SESSION_GUCS = ("io_combine_limit", "effective_io_concurrency", "maintenance_io_concurrency")
+_SESSION_GUCS = (
+    "io_combine_limit",
+    "effective_io_concurrency",
+    "maintenance_io_concurrency",
+    # What a page failing verification comes to (bufmgr.c passes the stream's backend's values
+    # to the I/O's completion, wherever it runs).
+    "zero_damaged_pages",
+    "ignore_checksum_failure",
+)
 
 
 class _ServerOwner(Protocol):
@@ -283,7 +291,8 @@ class RemoteStreams:
         self._txn = txn
         settings = backend.settings
         for name in _SESSION_GUCS:
-            value = str(getattr(settings, name))
+            raw = getattr(settings, name)
+            value = ("on" if raw else "off") if isinstance(raw, bool) else str(raw)
             conn.execute("SELECT set_config(%s, %s, true)", (name, value))
         return txn
 
@@ -374,7 +383,7 @@ class RemoteStreams:
                 "another backend's I/O started at a chosen time (ForeignIO) cannot be staged on the server"
             )
         if getattr(faults, "faults", None):
-            why = self.faults.why_not(faults)
+            why = self.faults.why_not(faults, backend.settings)
             if why is not None:
                 raise StreamUnavailable(why)
         if self.faults.plan is not faults:
@@ -513,14 +522,36 @@ class RemoteStream:
 
     def _call(self, fn: str, *args: Any) -> ProbeReport:
         # An injected EIO fails the probe call that waited for the read: the model's error.
+        from reference_impl import ChecksumFailure
+
+        faults = self._streams.faults
         try:
-            return self._streams.call(fn, *args)
+            rep = self._streams.call(fn, *args)
+            self.observation.requests(
+                self._streams.last_requests, faults.damaged(self._streams.last_requests)
+            )
+            return rep
         except psycopg.Error as err:
             self._failed = True
+            self.observation.requests(
+                self._streams.last_requests, faults.damaged(self._streams.last_requests)
+            )
             mapped = read_error(err, self.rel.name)
+            if isinstance(mapped, ChecksumFailure):
+                # The read itself succeeded; its WaitReadBuffers raised on the page's verification.
+                covering = [
+                    e
+                    for e in self._streams.last_requests
+                    if e.fired
+                    and e.action == "corrupt"
+                    and e.first_block <= mapped.block < e.first_block + e.nblocks
+                ]
+                first, n = (covering[0].first_block, covering[0].nblocks) if covering else (mapped.block, 1)
+                self.observation.failed_read(first, n, error="ChecksumFailure", block=mapped.block)
+                raise mapped from err
             if mapped is not None:
                 for e in self._streams.last_requests:
-                    if e.fired and e.action == "eio":
+                    if e.fired and e.action in ("eio", "hang_eio"):
                         self.observation.failed_read(e.first_block, e.nblocks)
                 raise mapped from err
             raise
@@ -631,6 +662,12 @@ class ServerObservation:
         # Starts the stream has not waited for yet: first buffer -> [(key, first block, nblocks)].
         self._open: dict[int, list[tuple[int, int, int]]] = {}
         self._keys = 0
+        # Blocks whose page the interposer damaged as it was read, and buffers whose page was all
+        # zeroes when returned: together they tell a page zero_damaged_pages zeroed.
+        self._damaged: set[int] = set()
+        self._zero_page: dict[int, bool] = {}
+        # Follow-up requests owed by reads the interposer cut short: (first block, nblocks).
+        self._follow_ups: list[tuple[int, int]] = []
         self._traced = streams.probe.traced
         self.last_stream: dict[str, Any] | None = None
         #: The relation's pinned blocks in the shared descriptors after the last call: block -> refcount.
@@ -655,6 +692,7 @@ class ServerObservation:
     def returned(self, rep: ProbeReport) -> None:
         buf = int(rep.raw["buffer"])
         self._valid[buf] = bool(rep.raw.get("valid"))
+        self._zero_page[buf] = bool(rep.raw.get("zero_page"))
         if int(rep.raw.get("shared_refs", 1)) == 0:
             # Nobody pins it: the stream handed the buffer back without the caller's pin.
             self._held[buf] -= 1
@@ -729,29 +767,63 @@ class ServerObservation:
                     del self._open[buf]
                 obs.record_wait(key, 0)
 
-    def failed_read(self, first: int, nblocks: int) -> None:
+    def requests(self, entries: list[Any], damaged: set[int]) -> None:
+        """The interposer's ledger entries of one call (``faults.LedgerEntry``): the reads that
+        ``WaitReadBuffers`` issues itself.
+
+        A request cut short (``ProcessReadBuffersResult`` sees fewer blocks than asked) is
+        finished by ``WaitReadBuffers``, which calls ``AsyncReadBuffers`` again from the first
+        block not read: a read of the stream that no ``StartReadBuffers`` call shows, so the
+        traced copy never reports it. Its request matches the rule of the faulty block (it starts
+        there) and reaches the ledger, from whichever process performed it (an I/O worker under
+        ``io_method=worker``): a request of exactly the blocks a short read left undone is that
+        follow-up, and goes into the read log. ``damaged``: blocks whose page a ``corrupt`` rule
+        damaged in these requests (see :meth:`is_zeroed`).
+        """
+        self._damaged |= damaged
+        if not self._traced:
+            return  # without the traced copy no read is observed, the follow-up neither
+        for e in entries:
+            if e.fired and e.action == "short" and e.result > 0:
+                done = e.result // (_BLCKSZ_KB * 1024)
+                if 0 < done < e.nblocks:
+                    self._follow_ups.append((e.first_block + done, e.nblocks - done))
+            elif (e.first_block, e.nblocks) in self._follow_ups and e.result >= 0:
+                self._follow_ups.remove((e.first_block, e.nblocks))
+                self._log.append(
+                    _ReadRecord(self.rel.name, _main_fork_name(), e.first_block, e.nblocks, None, -1)
+                )
+
+    def failed_read(self, first: int, nblocks: int, *, error: str = "EIO", block: int | None = None) -> None:
         """A read that failed (the interposer's ledger) during a call whose report the error took.
 
-        A start recorded earlier is waited for now (its ``WaitReadBuffers`` raised); otherwise the
-        start was in the failed call, and is put back with the request's blocks: in PostgreSQL 18
-        one start issues one I/O for the blocks it accepted.
+        A start recorded earlier whose blocks hold ``block`` (default ``first``) is waited for now
+        (its ``WaitReadBuffers`` raised), and its read is marked failed; otherwise the start was
+        in the failed call, and is put back with the request's blocks: in PostgreSQL 18 one start
+        issues one I/O for the blocks it accepted. ``error`` names the failure as the model's
+        read log does (``EIO``, or ``ChecksumFailure`` for a page that failed verification).
         """
         obs = self._observer
         if obs is None or not self._traced:
             return  # without the traced copy no read is observed, this one neither
+        at = first if block is None else block
         for buf, opens in list(self._open.items()):
             for i, (key, start, n) in enumerate(opens):
-                if start <= first < start + n:
+                if start <= at < start + n:
                     del opens[i]
                     if not opens:
                         del self._open[buf]
                     obs.record_wait(key, 0)
+                    for rec in reversed(self._log):
+                        if rec.start == start and rec.nblocks == n:
+                            rec.error = error
+                            break
                     return
         self._keys += 1
         key = self._keys
         obs.record_start(key, None, first, nblocks, nblocks, True, _INT16_MAX, 0, 0)
         obs.record_wait(key, 0)
-        self._log.append(_ReadRecord(self.rel.name, _main_fork_name(), first, nblocks, None, -1, error="EIO"))
+        self._log.append(_ReadRecord(self.rel.name, _main_fork_name(), first, nblocks, None, -1, error=error))
 
     # -- the StreamObservation protocol -----------------------------------------------------
     def read_log(self) -> list[Any]:
@@ -784,6 +856,14 @@ class ServerObservation:
 
     def is_valid(self, buf: int) -> bool:
         return self._valid.get(buf, False)
+
+    def is_zeroed(self, buf: int) -> bool:
+        """Whether ``zero_damaged_pages`` zeroed the page in ``buf``: a page the interposer delivered
+        damaged (never all zeroes: it has a header) that the consumer got back all zeroes. The
+        server keeps no such flag; the tables' own pages are all zeroes, so the damage is what
+        tells them apart."""
+        block = self._tags.get(buf, (-1, 0, -1))[2]
+        return block in self._damaged and self._zero_page.get(buf, False)
 
     def release_buffer(self, buf: int) -> None:
         if self._held[buf] <= 0:

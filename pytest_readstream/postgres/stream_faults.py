@@ -16,7 +16,8 @@ call never returns its report); the ledger still has the request, from which the
 start is put back into the observation.
 
 The server's ``could not read blocks a..b`` error becomes the model's ``ReadIOError`` for the
-consumer call that raised it.
+consumer call that raised it, and its ``invalid page in block n`` (a page the interposer damaged,
+failing verification) the model's ``ChecksumFailure``.
 """
 
 from __future__ import annotations
@@ -32,12 +33,23 @@ from .faults import rule_for_fault, unsupported_fault
 __all__ = ["StreamFaults", "read_error"]
 
 _READ_ERROR = re.compile(r"could not read blocks? (\d+)(?:\.\.(\d+))? in file")
+# buffer_readv_report (bufmgr.c): one page, or several with the first named in the detail.
+_INVALID_PAGE = re.compile(r"invalid page in block (\d+) of relation")
+_FIRST_INVALID = re.compile(r"Block (\d+) held the first invalid page")
 
 
 def read_error(err: psycopg.Error, relation: str) -> Exception | None:
-    """The model's ``ReadIOError`` for a server ``EIO`` error (``None`` for any other error)."""
-    from reference_impl import ReadIOError
+    """The model's ``ReadIOError`` for a server ``EIO`` error, its ``ChecksumFailure`` for a page
+    that failed verification (``None`` for any other error)."""
+    from reference_impl import ChecksumFailure, ReadIOError
 
+    if isinstance(err, psycopg.errors.DataCorrupted):
+        one = _INVALID_PAGE.search(str(err))
+        several = _FIRST_INVALID.search(err.diag.message_detail or "")
+        found = one or several
+        if found is None:
+            return None
+        return ChecksumFailure(relation, "main", int(found.group(1)))
     if not isinstance(err, psycopg.errors.IoError):
         return None
     match = _READ_ERROR.search(str(err))
@@ -73,15 +85,20 @@ class StreamFaults:
             return contextlib.nullcontext()
         return self._impl.server.faults.paused()
 
-    def why_not(self, plan: Any) -> str | None:
-        """Why ``plan``'s faults cannot be injected on the server (``None``: they can)."""
+    def why_not(self, plan: Any, settings: Any) -> str | None:
+        """Why ``plan``'s faults cannot be injected on the server under ``settings`` (``None``: they can)."""
         if "fault-injection" not in self._impl.capabilities:
             return (
                 "the server offers no fault injection (capability 'fault-injection'): "
                 f"{self._impl.fault_injection_unavailable}"
             )
+        if settings.io_method == "io_uring":
+            return (
+                "io_method=io_uring reads without pread/preadv, so the read interposer cannot act "
+                "on the stream's reads; use io_method sync or worker"
+            )
         for fault in plan.faults:
-            why = unsupported_fault(fault)
+            why = unsupported_fault(fault, data_checksums=self._impl.data_checksums)
             if why is not None:
                 return f"{fault.kind} fault: {why}"
             if int(fault.fork) != 0:
@@ -138,6 +155,16 @@ class StreamFaults:
             )
         self._seen = len(entries)
         return new
+
+    def damaged(self, entries: list[Any]) -> set[int]:
+        """The blocks whose pages ``corrupt`` rules damaged in ``entries`` (``faults.LedgerEntry``)."""
+        out: set[int] = set()
+        for e in entries:
+            if e.fired and e.action == "corrupt" and 0 <= e.rule < len(self._kinds):
+                block = int(self._kinds[e.rule][0].block)
+                if e.first_block <= block < e.first_block + e.nblocks:
+                    out.add(block)
+        return out
 
     def clear(self) -> None:
         """Remove the rules (the test's transaction ended)."""
