@@ -46,6 +46,7 @@ from typing import Any, Protocol
 import psycopg
 
 from .errors import PgHarnessError
+from .foreign_io import ForeignRead, ForeignReads
 from .probe_build import ProbeInstall
 from .stream_faults import StreamFaults, read_error
 
@@ -54,6 +55,7 @@ __all__ = ["RemoteStreams", "RemoteStream", "ServerObservation", "StreamUnavaila
 _INVALID_BUFFER = -1
 _INVALID_BLOCK = 0xFFFFFFFF  # InvalidBlockNumber
 _INT16_MAX = 32767
+_RELSEG_SIZE = 131072  # blocks of a 1 GiB segment
 _BLCKSZ_KB = 8
 _SESSION_GUCS = (
     "io_combine_limit",
@@ -145,6 +147,7 @@ class _Transaction:
     in_test_pins: list[int] = field(default_factory=list)  # of those, taken by d.other_pin()
     mirrored_others: set[int] = field(default_factory=set)  # model relids whose others' pins are taken
     other_pages: int = 0  # pages of other relations (catalogs) in the pool when the test began
+    staged_ios: set[int] = field(default_factory=set)  # model I/Os of other backends staged (foreign_io)
 
 
 def _main_fork_name() -> str:
@@ -174,6 +177,13 @@ class RemoteStreams:
         # requests they matched during the last call.
         self.faults = StreamFaults(impl)
         self.last_requests: list[Any] = []
+        # Other backends' reads in progress, staged for real and held by the interposer.
+        self.foreign = ForeignReads(self)
+        self._pid = 0  # the stream session's backend
+        self._other_pid = 0  # the other session's
+        self._unseen_requests: list[Any] = []
+        # While other backends' reads are staged: the rule recording every request of the table.
+        self._ledger_rule: int | None = None
 
     # ------------------------------------------------------------------------------ sessions
     def _connect(self) -> psycopg.Connection[Any]:
@@ -193,12 +203,17 @@ class RemoteStreams:
             self._conn = self._connect()
             self._other = self._connect()
             self._generation = server.generation
+            row = self._conn.execute("SELECT pg_backend_pid()").fetchone()
+            self._pid = int(row[0]) if row is not None else 0
+            row = self._other.execute("SELECT pg_backend_pid()").fetchone()
+            self._other_pid = int(row[0]) if row is not None else 0
             self._txn = None
         assert self._other is not None
         return self._conn, self._other
 
     def close_sessions(self) -> None:
         """Close both sessions (their transactions roll back: every pin is dropped)."""
+        self.foreign.close()
         for conn in (self._conn, self._other):
             if conn is not None and not conn.closed:
                 conn.close()
@@ -211,16 +226,43 @@ class RemoteStreams:
         c = other_conn if other else conn
         placeholders = ", ".join(["%s"] * len(args))
         self.calls += 1
+
+        def run() -> Any:
+            return c.execute(f"SELECT {fn}({placeholders})", args, prepare=True).fetchone()
+
+        released: list[Any] = []
         try:
             with self.impl.server._guard(f"probe call {fn}"):
-                row = c.execute(f"SELECT {fn}({placeholders})", args, prepare=True).fetchone()
+                # While another backend's read is held, a watcher lets it go once the stream waits for it.
+                if other:
+                    row = run()
+                else:
+                    row, released = self.foreign.watch(self._pid, run)
         finally:
             self.last_requests = self.faults.sync_ledger()
+            self._unseen_requests.extend(self.last_requests)
         assert row is not None
-        return ProbeReport(json.loads(row[0]))
+        rep = ProbeReport(json.loads(row[0]))
+        if released and fn in ("rsp_next", "rsp_reset", "rsp_end"):
+            # The report was made while the released reads' sessions may still have pinned their
+            # blocks; they have let go now: the relation's pins and the stream's state again.
+            with self.impl.server._guard("probe call rsp_state"):
+                again = c.execute("SELECT rsp_state(%s)", (args[0],), prepare=True).fetchone()
+            assert again is not None
+            fresh = json.loads(again[0])
+            for key in ("rel_pins", "stream"):
+                if key in fresh:
+                    rep.raw[key] = fresh[key]
+        return rep
+
+    def take_requests(self) -> list[Any]:
+        """The interposer's ledger entries of every call since the last time they were taken."""
+        out, self._unseen_requests = self._unseen_requests, []
+        return out
 
     def rollback(self) -> None:
         """End the current test's transactions (every pin of both sessions is dropped)."""
+        self.foreign.finish()
         if self._conn is not None and self._generation != self.impl.server.generation:
             # The sessions belong to a postmaster that has since restarted: they are gone.
             self.close_sessions()
@@ -283,6 +325,7 @@ class RemoteStreams:
         txn = self._txn
         if txn is not None and txn.backend is backend:
             return txn
+        self.foreign.finish()
         for c in (conn, other):
             with self.impl.server._guard("starting a probe transaction"):
                 c.execute("ROLLBACK")
@@ -378,22 +421,21 @@ class RemoteStreams:
         if rel.tablespace_eic is not None or rel.tablespace_mic is not None:
             raise StreamUnavailable("a tablespace's io concurrency cannot be mirrored on the server")
         faults = instance.storage.faults
-        if getattr(faults, "foreign_ios", None):
-            raise StreamUnavailable(
-                "another backend's I/O started at a chosen time (ForeignIO) cannot be staged on the server"
-            )
+        # A plan's foreign_ios are started by the model's scans only (ScanRequest); a stream test
+        # starts another backend's I/O itself (Instance.start_foreign_io), and the pool shows it.
         if getattr(faults, "faults", None):
             why = self.faults.why_not(faults, backend.settings)
             if why is not None:
                 raise StreamUnavailable(why)
+        held = _foreign_reads(instance, backend, rel)
+        if held:
+            why = self.faults.why_not_foreign(backend.settings)
+            if why is not None:
+                raise StreamUnavailable(why)
         if self.faults.plan is not faults:
+            self.foreign.finish()
             self.faults.clear()  # another test's rules
-        pool = instance.pool
-        for buf, io in enumerate(pool.buf_io):
-            if io is not None and pool.tag[buf] >= 0 and backend.buffer_tag(buf)[0] == rel.relid:
-                raise StreamUnavailable(
-                    "another backend's I/O in progress on the relation cannot be mirrored on the server"
-                )
+            self._ledger_rule = None
         fixed = _block_range(callback, private)
         if fixed is None and (
             getattr(callback, "fn", None) is not None
@@ -411,11 +453,25 @@ class RemoteStreams:
         with self.faults.paused():
             self._mirror_cache(txn, instance, rel)
             self._mirror_pins(txn, instance, backend, rel)
-        if getattr(faults, "faults", None):
+        staged = [h for h in held if h[0] not in txn.staged_ios]
+        if getattr(faults, "faults", None) or staged:
             # After the cache is mirrored: its pg_prewarm must not trip a rule.
             names = {r.relid: r.name for r in instance.storage.relations()}
             mirrored = {names[relid]: t.name for relid, t in txn.tables.items() if relid in names}
-            self.faults.install(faults, mirrored)
+            if staged:
+                self.foreign.finish()  # reads held for an earlier stream of the test go first
+            first_rule = self.faults.install(
+                faults, mirrored, tuple((table.name, start, n, fails) for _key, start, n, fails in staged)
+            )
+            if staged:
+                self.foreign.stage(
+                    [
+                        ForeignRead(table.name, table.oid, start, n, fails, first_rule + i)
+                        for i, (_key, start, n, fails) in enumerate(staged)
+                    ]
+                )
+                txn.staged_ios.update(h[0] for h in staged)
+                self._ledger_rule = first_rule + len(staged)
         kind = ring_kb = None
         if strategy is not None:
             kind = strategy.btype.value
@@ -432,9 +488,43 @@ class RemoteStreams:
         rep = self.call(
             "rsp_begin", table.oid, int(fork), int(flags), kind, ring_kb, per_buffer_data, planned, *span
         )
+        self.take_requests()  # the staged reads' requests are not the stream's
         stream = RemoteStream(self, txn, rel, table, callback, private, rep, per_buffer_data, len(planned))
         stream._fixed_plan = fixed is not None
+        if self._ledger_rule is not None:
+            stream.observation.read_from_ledger(self._ledger_rule, {*self.foreign.pids, self._other_pid})
         return stream
+
+
+def _foreign_reads(instance: Any, backend: Any, rel: Any) -> list[tuple[int, int, int, bool]]:
+    """Reads of ``rel`` another backend has in progress in the model's pool
+    (``Instance.start_foreign_io``): ``(id of the I/O, first block, nblocks, fails)``.
+
+    An I/O of the stream's own backend in progress (a read started and never waited for by an
+    earlier stream of the test) has no server counterpart to stage: refused.
+    """
+    from reference_impl import ForkNumber
+
+    pool = instance.pool
+    pool.poll()  # those the model completed by now are done
+    out: dict[int, tuple[int, int, int, bool]] = {}
+    for buf, io in enumerate(pool.buf_io):
+        if io is None or pool.tag[buf] < 0 or backend.buffer_tag(buf)[0] != rel.relid:
+            continue
+        if io.owner == backend.id or int(io.fork) != int(ForkNumber.MAIN):
+            raise StreamUnavailable(
+                "an I/O of the stream's own backend (or of another fork) in progress on the relation "
+                "cannot be mirrored on the server"
+            )
+        limit = int(backend.settings.io_max_combine_limit)
+        if io.nblocks > limit or io.start // _RELSEG_SIZE != (io.start + io.nblocks - 1) // _RELSEG_SIZE:
+            raise StreamUnavailable(
+                f"another backend's read of blocks {io.start}..{io.start + io.nblocks - 1} is not one read a "
+                f"server backend can issue (at most io_max_combine_limit = {limit} blocks, inside one segment)"
+            )
+        fails = io.outcome is not None and io.outcome.error is not None
+        out[id(io)] = (id(io), int(io.start), int(io.nblocks), fails)
+    return list(out.values())
 
 
 def _block_range(callback: Any, private: Any) -> tuple[int, int] | None:
@@ -527,21 +617,19 @@ class RemoteStream:
         faults = self._streams.faults
         try:
             rep = self._streams.call(fn, *args)
-            self.observation.requests(
-                self._streams.last_requests, faults.damaged(self._streams.last_requests)
-            )
+            seen = self._streams.take_requests()
+            self.observation.requests(seen, faults.damaged(seen))
             return rep
         except psycopg.Error as err:
             self._failed = True
-            self.observation.requests(
-                self._streams.last_requests, faults.damaged(self._streams.last_requests)
-            )
+            seen = self._streams.take_requests()
+            self.observation.requests(seen, faults.damaged(seen))
             mapped = read_error(err, self.rel.name)
             if isinstance(mapped, ChecksumFailure):
                 # The read itself succeeded; its WaitReadBuffers raised on the page's verification.
                 covering = [
                     e
-                    for e in self._streams.last_requests
+                    for e in seen
                     if e.fired
                     and e.action == "corrupt"
                     and e.first_block <= mapped.block < e.first_block + e.nblocks
@@ -550,7 +638,7 @@ class RemoteStream:
                 self.observation.failed_read(first, n, error="ChecksumFailure", block=mapped.block)
                 raise mapped from err
             if mapped is not None:
-                for e in self._streams.last_requests:
+                for e in seen:
                     if e.fired and e.action in ("eio", "hang_eio"):
                         self.observation.failed_read(e.first_block, e.nblocks)
                 raise mapped from err
@@ -666,6 +754,10 @@ class ServerObservation:
         # zeroes when returned: together they tell a page zero_damaged_pages zeroed.
         self._damaged: set[int] = set()
         self._zero_page: dict[int, bool] = {}
+        # Reads taken from the ledger's every-request rule (another backend's read is staged):
+        # its index, and the backends whose requests are not the stream's.
+        self._ledger_rule: int | None = None
+        self._not_mine: set[int] = set()
         # Follow-up requests owed by reads the interposer cut short: (first block, nblocks).
         self._follow_ups: list[tuple[int, int]] = []
         self._traced = streams.probe.traced
@@ -758,7 +850,7 @@ class ServerObservation:
                     first <= blocknum < first + n for opens in self._open.values() for _k, first, n in opens
                 )
                 self._open.setdefault(buf, []).append((key, blocknum, accepted))
-                if not joined:
+                if not joined and self._ledger_rule is None:
                     self._log.append(_ReadRecord(self.rel.name, fork_name, blocknum, accepted, None, -1))
             else:
                 opens = self._open.get(buf)
@@ -783,6 +875,16 @@ class ServerObservation:
         self._damaged |= damaged
         if not self._traced:
             return  # without the traced copy no read is observed, the follow-up neither
+        if self._ledger_rule is not None:
+            for e in entries:
+                if e.rule == self._ledger_rule and e.pid not in self._not_mine:
+                    error = None if e.result >= 0 else "EIO"
+                    self._log.append(
+                        _ReadRecord(
+                            self.rel.name, _main_fork_name(), e.first_block, e.nblocks, None, -1, error=error
+                        )
+                    )
+            return
         for e in entries:
             if e.fired and e.action == "short" and e.result > 0:
                 done = e.result // (_BLCKSZ_KB * 1024)
@@ -793,6 +895,19 @@ class ServerObservation:
                 self._log.append(
                     _ReadRecord(self.rel.name, _main_fork_name(), e.first_block, e.nblocks, None, -1)
                 )
+
+    def read_from_ledger(self, rule: int, not_mine: set[int]) -> None:
+        """Take the stream's reads from the interposer's ledger (rule ``rule`` records every request
+        of the table) rather than from its ``StartReadBuffers`` calls, leaving out the requests of
+        the backends ``not_mine`` (the other backends' reads staged, the other session).
+
+        A start that meets another backend's read in progress waits for it in ``StartBufferIO``
+        (``io_method`` worker) or in ``WaitReadBuffers`` (sync, where the start issues nothing
+        yet), and then reads nothing when that read succeeded: its ``StartReadBuffers`` call
+        cannot say whether a read followed, the requests that reached ``pg_preadv`` can.
+        """
+        self._ledger_rule = rule
+        self._not_mine = set(not_mine)
 
     def failed_read(self, first: int, nblocks: int, *, error: str = "EIO", block: int | None = None) -> None:
         """A read that failed (the interposer's ledger) during a call whose report the error took.
@@ -823,7 +938,10 @@ class ServerObservation:
         key = self._keys
         obs.record_start(key, None, first, nblocks, nblocks, True, _INT16_MAX, 0, 0)
         obs.record_wait(key, 0)
-        self._log.append(_ReadRecord(self.rel.name, _main_fork_name(), first, nblocks, None, -1, error=error))
+        if self._ledger_rule is None:  # else the ledger has the request
+            self._log.append(
+                _ReadRecord(self.rel.name, _main_fork_name(), first, nblocks, None, -1, error=error)
+            )
 
     # -- the StreamObservation protocol -----------------------------------------------------
     def read_log(self) -> list[Any]:

@@ -144,6 +144,7 @@ PG_FUNCTION_INFO_V1(rsp_pin);
 PG_FUNCTION_INFO_V1(rsp_release);
 PG_FUNCTION_INFO_V1(rsp_state);
 PG_FUNCTION_INFO_V1(rsp_extend);
+PG_FUNCTION_INFO_V1(rsp_pins);
 
 /* The end of a transaction frees the streams' memory and drops their pins: forget them. */
 static void
@@ -772,4 +773,37 @@ rsp_extend(PG_FUNCTION_ARGS)
 	initStringInfo(&s);
 	appendStringInfo(&s, "{\"first\":%u,\"nblocks\":%u}", first, now);
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(s.data, s.len));
+}
+
+/*
+ * The pins on blocks first .. last of a relation's main fork, from the shared descriptors,
+ * whether or not the pages are valid (pg_buffercache shows nothing of a page being read in):
+ * the harness sees from another session when a stream pins a block another backend is reading.
+ */
+Datum
+rsp_pins(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	int64		first = PG_GETARG_INT64(1);
+	int64		last = PG_GETARG_INT64(2);
+	Relation	rel;
+	int64		pins = 0;
+
+	rel = relation_open(relid, AccessShareLock);
+	for (int i = 0; i < NBuffers; i++)
+	{
+		BufferDesc *desc = GetBufferDescriptor(i);
+		uint32		state = pg_atomic_read_u32(&desc->state);
+
+		if (!(state & BM_TAG_VALID) || BUF_STATE_GET_REFCOUNT(state) == 0)
+			continue;
+		if (!BufTagMatchesRelFileLocator(&desc->tag, &rel->rd_locator) ||
+			BufTagGetForkNum(&desc->tag) != MAIN_FORKNUM)
+			continue;
+		if ((int64) desc->tag.blockNum < first || (int64) desc->tag.blockNum > last)
+			continue;
+		pins += BUF_STATE_GET_REFCOUNT(state);
+	}
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_INT64(pins);
 }
