@@ -493,6 +493,7 @@ class RemoteStreams:
         stream._fixed_plan = fixed is not None
         if self._ledger_rule is not None:
             stream.observation.read_from_ledger(self._ledger_rule, {*self.foreign.pids, self._other_pid})
+        stream._requests = self.take_requests()  # rsp_begin's (a FULL stream may read at once)
         return stream
 
 
@@ -577,6 +578,7 @@ class RemoteStream:
         self._produced = 0
         self._fixed_plan = False  # block_range_read_stream_cb: the whole range was sent at the start
         self._failed = False  # a call raised an ERROR: the server's transaction is aborted
+        self._requests: list[Any] = []  # the interposer's ledger entries of the last call
         self.ended = False
         self.observation = ServerObservation(streams, txn, rel, table)
         self.observation.absorb(report)
@@ -617,8 +619,8 @@ class RemoteStream:
         faults = self._streams.faults
         try:
             rep = self._streams.call(fn, *args)
-            seen = self._streams.take_requests()
-            self.observation.requests(seen, faults.damaged(seen))
+            # Taken in _after, once the call's trace is in: a follow-up read comes after its start.
+            self._requests = self._streams.take_requests()
             return rep
         except psycopg.Error as err:
             self._failed = True
@@ -718,6 +720,8 @@ class RemoteStream:
                 self._tokens[self._produced] = token
                 self._produced += 1
         self.observation.absorb(rep)
+        seen, self._requests = self._requests, []
+        self.observation.requests(seen, self._streams.faults.damaged(seen))
 
     def __repr__(self) -> str:
         return f"RemoteStream(id={self._id}, table={self._table.name!r}, ended={self.ended})"
