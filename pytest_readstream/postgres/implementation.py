@@ -637,8 +637,11 @@ class PostgresImplementation:
                 )
             if plan.foreign_ios:
                 raise UnsupportedLayout(
-                    "ScanRequest.faults: another backend's I/O in progress (ForeignIO) cannot be "
-                    "staged on a server at a chosen time; the stream-level fault tests cover it"
+                    "ScanRequest.faults: another backend's I/O in progress (ForeignIO) is staged on a "
+                    "server for stream tests only (a second session's read the interposer holds until "
+                    "the stream is seen waiting for it); a scan's measured statement is not watched "
+                    "that way, and a read starting at a chosen virtual time (starts_at_us) has no "
+                    "server counterpart"
                 )
             for fault in plan.faults:
                 why = unsupported_fault(fault, data_checksums=self.data_checksums)
