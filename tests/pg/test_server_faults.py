@@ -187,6 +187,27 @@ def test_another_backends_read_is_held_until_the_stream_waits_for_it(
     assert d.stream_pins == 0
 
 
+@pytest.mark.parametrize("method", ["sync", "worker"])
+def test_two_blocks_of_one_held_read(traced_impl: PostgresImplementation, method: str) -> None:
+    """The foreign backend reads blocks 2..4 in one request; the stream over 0, 2, 4 waits for
+    it and reads neither 2 nor 4."""
+    from reference_impl import ForeignIO
+
+    def prepare(inst: Any, rel: Any, plan: Any) -> None:
+        inst.start_foreign_io(ForeignIO(rel.name, 2, 3, duration_us=20_000))
+
+    d = _driver(traced_impl, {"io_method": method, "io_combine_limit": 1}, [0, 2, 4], prepare)
+    streams = traced_impl._streams
+    assert streams is not None
+    (held,) = streams.foreign.reads
+    assert d.consume() == [0, 2, 4]
+    assert held.seen_waiting and held.error is None
+    foreign = [e for e in traced_impl.server.faults.ledger() if e.pid == held.pid and e.rule == held.rule]
+    assert [(e.first_block, e.nblocks, e.result) for e in foreign] == [(2, 3, 3 * 8192)]
+    assert sorted(d.read_counts) == [0]
+    d.end()
+
+
 @pytest.mark.parametrize("outcome", ["error", "zeroed", "accepted"])
 def test_a_damaged_page_through_the_servers_stream(traced_impl: PostgresImplementation, outcome: str) -> None:
     """The tables standing in for model relations are all-zero pages; a damaged one gets a sane
