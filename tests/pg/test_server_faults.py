@@ -279,3 +279,16 @@ def test_a_max_connections_that_gives_the_same_pin_limit_runs(traced_impl: Postg
         PgSettingUnavailable, match=r"max_connections.*GetPinLimit\(\) 132 where the server gives 94"
     ):
         traced_impl.configure(Settings(max_connections=50))
+
+
+def test_a_checksum_fault_is_a_corrupt_rule_where_checksums_are_on() -> None:
+    from pytest_readstream.postgres.faults import RelationTarget, rule_for_fault, unsupported_fault
+    from reference_impl import Fault
+
+    target = RelationTarget("t", "main", (), ((1, 2, 0),))
+    fault = Fault("checksum", relation="t", block=4, times=None)
+    assert rule_for_fault(fault, target) == IoRule(target, "corrupt", blocks=(4, 4), times=None)
+    assert unsupported_fault(fault) is None
+    why = unsupported_fault(fault, data_checksums=False)
+    assert why is not None and "no data checksums" in why
+    assert unsupported_fault(Fault("eio", block=4), data_checksums=False) is None
