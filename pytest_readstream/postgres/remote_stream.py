@@ -488,12 +488,11 @@ class RemoteStreams:
         rep = self.call(
             "rsp_begin", table.oid, int(fork), int(flags), kind, ring_kb, per_buffer_data, planned, *span
         )
-        self.take_requests()  # the staged reads' requests are not the stream's
+        self.take_requests()  # the staged reads' requests are not the stream's (rsp_begin reads nothing)
         stream = RemoteStream(self, txn, rel, table, callback, private, rep, per_buffer_data, len(planned))
         stream._fixed_plan = fixed is not None
         if self._ledger_rule is not None:
             stream.observation.read_from_ledger(self._ledger_rule, {*self.foreign.pids, self._other_pid})
-        stream._requests = self.take_requests()  # rsp_begin's (a FULL stream may read at once)
         return stream
 
 
@@ -641,7 +640,7 @@ class RemoteStream:
                 raise mapped from err
             if mapped is not None:
                 for e in seen:
-                    if e.fired and e.action in ("eio", "hang_eio"):
+                    if e.fired and e.action == "eio":  # (hang_eio fails another backend's read)
                         self.observation.failed_read(e.first_block, e.nblocks)
                 raise mapped from err
             raise
