@@ -5,7 +5,9 @@ backend other than the stream's, completing (or failing) later; a stream that me
 for that I/O instead of starting its own, and reads a block itself only if the other backend's
 read failed (PostgreSQL's ``004_read_stream.pl``; ``StartBufferIO``/``WaitIO`` in ``bufmgr.c``).
 
-On a server the harness stages it for real. A session of its own (the *foreign* backend) begins
+On a server the harness stages it for real, for a stream test (``remote_stream``) and for a
+``ScanRequest``'s ``ForeignIO`` (``implementation``: in progress when the measured statement
+begins). A session of its own (the *foreign* backend) begins
 a probe stream over the blocks with ``READ_STREAM_FULL``, ``io_combine_limit`` = the number of
 blocks and ``effective_io_concurrency`` = 0, and asks for its first buffer: ``StartReadBuffers``
 pins the blocks, marks them ``BM_IO_IN_PROGRESS`` and issues one read of all of them, which
@@ -15,7 +17,7 @@ that ``pg_preadv`` (a ``hang`` rule, or ``hang_eio`` for a read that fails) unti
 it go. The stream is begun only once the rule has fired: the read is then in progress.
 
 The model completes the foreign read at a virtual time; a server has none. The harness releases
-it when the stream under test is seen waiting for it (the stream's backend waits on an I/O,
+it when the stream (or scan) under test is seen waiting for it (its backend waits on an I/O,
 ``AioIoCompletion`` or ``BufferIo`` in ``pg_stat_activity``, while it pins one of the blocks
 beyond the pins held when the read was staged: it pinned the block in ``StartReadBuffers`` and
 waits in ``StartBufferIO``), which is what the model's ``004_read_stream.pl`` cases do: their
@@ -79,7 +81,9 @@ class ForeignReads:
         self._streams = streams
         self._idle: list[Any] = []  # foreign sessions to reuse
         self._monitor: Any = None
+        self._generation = -1  # the postmaster they belong to
         self.reads: list[ForeignRead] = []
+        self.last: list[ForeignRead] = []  # the reads the last finish() let go (what they saw)
 
     @property
     def pending(self) -> bool:
@@ -90,6 +94,7 @@ class ForeignReads:
         """Start each read in its own session and return once every one is held in ``pg_preadv``."""
         impl = self._streams.impl
         injector = impl.server.faults
+        self._forget_dead_sessions()
         for read in reads:
             conn = self._idle.pop() if self._idle else self._streams._connect()
             read.conn = conn
@@ -184,6 +189,16 @@ class ForeignReads:
                 return
             stop.wait(_POLL_S)
 
+    def _forget_dead_sessions(self) -> None:
+        """Sessions of a postmaster that has since restarted are gone: open new ones."""
+        generation = self._streams.impl.server.generation
+        if generation == self._generation:
+            return
+        for conn in [*self._idle, self._monitor]:
+            if conn is not None and not conn.closed:
+                conn.close()
+        self._idle, self._monitor, self._generation = [], None, generation
+
     def _monitor_conn(self) -> Any:
         if self._monitor is None or self._monitor.closed:
             self._monitor = self._streams._connect()
@@ -237,6 +252,8 @@ class ForeignReads:
         for read in reads:
             self._release(read)
             self._settle(read)
+        if reads:
+            self.last = reads
 
     @property
     def pids(self) -> set[int]:

@@ -292,3 +292,48 @@ def test_a_checksum_fault_is_a_corrupt_rule_where_checksums_are_on() -> None:
     why = unsupported_fault(fault, data_checksums=False)
     assert why is not None and "no data checksums" in why
     assert unsupported_fault(Fault("eio", block=4), data_checksums=False) is None
+
+
+@pytest.mark.parametrize("method", ["sync", "worker"])
+@pytest.mark.parametrize("fails", [False, True], ids=["succeeds", "fails"])
+def test_another_backends_read_under_a_scan(
+    traced_impl: PostgresImplementation, method: str, fails: bool
+) -> None:
+    """A ScanRequest's ForeignIO (block 37 of a 120-block seqscan, in progress when the scan
+    begins): the scan is seen waiting for it; it splits the scan's reads as in the model (one
+    read more than a clean scan), and block 37 is a hit for the scan unless the other read failed."""
+    from pytest_readstream._reference_scans import run_scan as model_run
+    from pytest_readstream.protocol import ScanRequest
+    from reference_impl import FaultPlan, ForeignIO, Settings
+    from reference_impl.relations.spec import RelationSpec
+
+    spec = RelationSpec(name="t", nblocks=120, seed=5)
+    settings = Settings(io_method=method)
+    clean = ScanRequest("seqscan", spec, settings=settings, seed=3)
+    req = ScanRequest(
+        "seqscan",
+        spec,
+        settings=settings,
+        seed=3,
+        faults=FaultPlan(foreign_ios=[ForeignIO("t", 37, 1, fails=fails)]),
+    )
+    base, out = traced_impl.run_scan(clean), traced_impl.run_scan(req)
+    model_base, model = model_run(clean), model_run(req)
+    assert traced_impl._streams is not None
+    (held,) = traced_impl._streams.foreign.last
+    assert held.first == 37 and held.seen_waiting
+    assert out.error is None and out.result == base.result and out.pinned_after == 0
+    assert (out.reads, model.reads) == (base.reads + 1, model_base.reads + 1)
+    assert out.hits - base.hits == model.hits - model_base.hits == (0 if fails else 1)
+
+
+def test_a_foreign_read_at_a_chosen_time_is_refused_for_a_scan(traced_impl: PostgresImplementation) -> None:
+    from pytest_readstream.protocol import ScanRequest
+    from reference_impl import FaultPlan, ForeignIO
+    from reference_impl.relations.spec import RelationSpec
+
+    spec = RelationSpec(name="t", nblocks=40, seed=5)
+    plan = FaultPlan(foreign_ios=[ForeignIO("t", 5, 1, starts_at_us=500)])
+    # (inside pytest the implementation turns what a server cannot run into a skip)
+    with pytest.raises(pytest.skip.Exception, match="starts_at_us = 500: a server has no virtual time"):
+        traced_impl.run_scan(ScanRequest("seqscan", spec, faults=plan))
