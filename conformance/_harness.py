@@ -557,6 +557,11 @@ class StreamDriver:
         self.observer._seen()
         return self._read_counts
 
+    def buffer_is_zeroed(self, buf: int) -> bool:
+        """Whether ``zero_damaged_pages`` zeroed the page in ``buf``, as the stream's buffer manager
+        (its observation source) shows it."""
+        return self.obs.is_zeroed(buf)
+
     def _buffer_name(self, buf: int) -> str:
         return f"buffer {buf} (block {self.obs.buffer_tag(buf)[2]})"
 

@@ -59,6 +59,9 @@ class StreamObservation(Protocol):
     def is_valid(self, buf: int) -> bool:
         """Whether ``buf``'s page is valid (``BM_VALID``)."""
 
+    def is_zeroed(self, buf: int) -> bool:
+        """Whether ``zero_damaged_pages`` zeroed the page in ``buf`` (its content is lost)."""
+
     def release_buffer(self, buf: int) -> None:
         """The consumer releases one pin on ``buf`` (``ReleaseBuffer``)."""
 
@@ -117,6 +120,9 @@ class ModelObservation:
 
     def is_valid(self, buf: int) -> bool:
         return self.instance.pool.is_valid(buf)
+
+    def is_zeroed(self, buf: int) -> bool:
+        return self.backend.buffer_is_zeroed(buf)
 
     def release_buffer(self, buf: int) -> None:
         self.backend.release_buffer(buf)

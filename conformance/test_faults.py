@@ -115,9 +115,7 @@ def test_short_read_is_completed_by_a_follow_up_read(
     ],
     indirect=["readstream_settings"],
 )
-def test_checksum_failure(
-    drive: Any, relation: Any, readstream_faults: Any, readstream_backend: Any, outcome: str
-) -> None:
+def test_checksum_failure(drive: Any, relation: Any, readstream_faults: Any, outcome: str) -> None:
     """A page failing verification: an error at its read's first block by default; zeroed with
     ``zero_damaged_pages``; accepted as read with ``ignore_checksum_failure``."""
     rel = relation(40)
@@ -137,7 +135,7 @@ def test_checksum_failure(
     for block in range(40):
         buf = d.next(keep=True)
         assert d.returned[-1] == block
-        assert readstream_backend.buffer_is_zeroed(buf) == (outcome == "zeroed" and block == bad)
+        assert d.buffer_is_zeroed(buf) == (outcome == "zeroed" and block == bad)
         d.release_held()
     d.end()
 

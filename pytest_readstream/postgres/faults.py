@@ -12,8 +12,10 @@ A rule names the segment files of one relation fork by device and inode (resolve
 ``pg_relation_filepath``), so WAL, catalogs and every file the harness did not name can never
 match, and a block range inside it. It can add latency per request (fixed or drawn from a seeded
 distribution), a cost per byte, and a limit of requests served at once (so a model device profile
-can be imposed), fail a request with ``EIO``, make it short, or hold it until released. It fires on
-every matching request or only on the *k*-th, at most ``times`` times.
+can be imposed), fail a request with ``EIO``, make it short, hold it until released (then let it
+succeed, or fail it with ``EIO``: ``hang_eio``), or damage the pages of its blocks in the data the
+request returns (``corrupt``: the page then fails ``PageIsVerified`` on its checksum, the file is
+untouched). It fires on every matching request or only on the *k*-th, at most ``times`` times.
 
 Debian's ``libfiu`` (``fiu-run -x``) was evaluated first; ``docs/postgres.md`` says why it does not
 do this job (no predicate on file or offset, no delay, control per process).
@@ -56,9 +58,9 @@ _MAX_FILES = 8
 _LEDGER_CAP = 8192
 _ENV = "READSTREAM_INTERPOSE_CONTROL"
 
-Action = Literal["delay", "eio", "short", "hang"]
+Action = Literal["delay", "eio", "short", "hang", "corrupt", "hang_eio"]
 #: Rule actions, in the C enum's order (``RsiAction`` in ``rsinterpose.h``).
-ACTIONS: tuple[Action, ...] = ("delay", "eio", "short", "hang")
+ACTIONS: tuple[Action, ...] = ("delay", "eio", "short", "hang", "corrupt", "hang_eio")
 _DISTS = ("fixed", "uniform", "exponential")
 _FORK_SUFFIX = {"main": "", "fsm": "_fsm", "vm": "_vm", "init": "_init"}
 
@@ -214,7 +216,11 @@ class IoRule:
     ``action``: ``delay`` (latency only), ``eio``, ``short`` (the request returns the bytes before
     ``blocks[0]``, or ``short_bytes`` if it starts there; with ``short_bytes=0`` such a request is
     left alone and the rule waits for one that starts earlier, as the model's ``short_read``
-    does), ``hang`` (until :meth:`FaultInjector.release`).
+    does), ``hang`` (until :meth:`FaultInjector.release`), ``hang_eio`` (the same, then ``EIO``),
+    ``corrupt`` (each page of ``blocks`` the request returns is damaged so that its checksum
+    fails while its header stays sane: an all-zero page first gets an empty page's header; a
+    server without data checksums would accept such a page). ``corrupt`` acts together with
+    any other rule's action on the same request.
     ``nth``: fire only on the nth matching request (1-based); ``times``: fire at most this often.
     ``per_byte_ns`` and ``max_inflight`` model a device's transfer cost and parallelism.
     """
@@ -257,10 +263,17 @@ class IoRule:
             raise ValueError("a delay rule needs latency=, per_byte_ns= or max_inflight=")
 
 
-def unsupported_fault(fault: Any) -> str | None:
-    """Why the interposer cannot inject a model ``Fault`` as the model does (``None``: it can)."""
-    if fault.kind == "checksum":
-        return "a page failing verification is not a read error; the interposer changes no data"
+def unsupported_fault(fault: Any, *, data_checksums: bool = True) -> str | None:
+    """Why the interposer cannot inject a model ``Fault`` as the model does (``None``: it can).
+
+    ``data_checksums``: whether the server verifies page checksums (``SHOW data_checksums``);
+    without them a page the interposer damages keeps a sane header and passes verification.
+    """
+    if fault.kind == "checksum" and not data_checksums:
+        return (
+            "the cluster has no data checksums (initdb --no-data-checksums), so a damaged page "
+            "with a sane header passes verification"
+        )
     if fault.nth_read is not None:
         return (
             "nth_read counts every read of the model's instance; the server's reads of catalogs "
@@ -274,6 +287,9 @@ def rule_for_fault(fault: Any, target: RelationTarget) -> IoRule:
     blocks = (int(fault.block), int(fault.block))
     if fault.kind == "eio":
         return IoRule(target, "eio", blocks=blocks, times=fault.times)
+    if fault.kind == "checksum":
+        # The page arrives damaged: the server's own PageIsVerified fails on its checksum.
+        return IoRule(target, "corrupt", blocks=blocks, times=fault.times)
     if fault.kind == "short_read":
         # The model returns the blocks before the faulty one and leaves a read starting there
         # alone (short_bytes=0 keeps the rule armed for a later one).

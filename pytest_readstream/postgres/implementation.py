@@ -64,7 +64,8 @@ from ._cbuild import CBuildUnavailable, server_headers
 from ._cluster import embedded_bindir
 from ._walquiet import flushed_within_segment, fresh_wal_segment
 from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
-from .faults import interposer_library, rule_for_device, rule_for_fault, unsupported_fault
+from .faults import IoRule, interposer_library, rule_for_device, rule_for_fault, unsupported_fault
+from .foreign_io import ForeignRead
 from .observe import evict, measure, pinned_buffers
 from .pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
 from .probe_build import build_probe
@@ -517,16 +518,7 @@ class PostgresImplementation:
     def configure(self, settings: Any) -> str:
         """Apply the server part of ``settings``; returns ``unchanged``/``reloaded``/``restarted``."""
         server = self.server
-        for name in _FIXED_SETTINGS:
-            want = str(getattr(settings, name))
-            if self._fixed.get(name) != want:
-                raise PgSettingUnavailable(
-                    name,
-                    want,
-                    self._fixed.get(name, "?"),
-                    "it is fixed at server start and the harness "
-                    "does not change it (it enters the per-backend pin limit)",
-                )
+        self._check_fixed(settings)
         outcome = server.configure(server_settings_for(settings))
         if outcome == "restarted":
             # The pins' connections died with the old postmaster: their relations may be pruned.
@@ -535,6 +527,48 @@ class PostgresImplementation:
                     built.pin = None
                     built.spent = True
         return outcome
+
+    @property
+    def data_checksums(self) -> bool:
+        """Whether the server's cluster verifies page checksums (``SHOW data_checksums``; PostgreSQL
+        18's initdb turns them on by default)."""
+        self.server  # noqa: B018  (reads the fixed settings on first use)
+        return self._fixed.get("data_checksums") == "on"
+
+    def _check_fixed(self, settings: Any) -> None:
+        """Refuse postmaster settings the harness cannot give the server, unless they cannot matter.
+
+        ``max_connections`` and the other terms of ``MaxBackends`` reach the read path only
+        through ``NBuffers / (MaxBackends + NUM_AUXILIARY_PROCS)``: ``MaxProportionalPins``
+        (``InitBufferManagerAccess``, so ``GetPinLimit()`` and ``GetAdditionalPinLimit()``) and
+        the default ``io_max_concurrency`` (``AioChooseMaxConcurrency``, the same share clamped to
+        1..64). A model whose values differ from the server's but give the same share with its
+        ``shared_buffers`` runs the same stream, so it is accepted; otherwise the setting is named.
+        """
+        differ = [n for n in _FIXED_SETTINGS if self._fixed.get(n) != str(getattr(settings, n))]
+        if not differ:
+            return
+        try:
+            server_values = {n: int(self._fixed[n]) for n in _FIXED_SETTINGS}
+            as_server = replace(settings, **server_values)
+        except (KeyError, ValueError, TypeError):
+            as_server = None
+        if as_server is not None and as_server.pin_limit == settings.pin_limit:
+            return
+        name = differ[0]
+        share = (
+            ""
+            if as_server is None
+            else f" (here GetPinLimit() {settings.pin_limit} where the server gives {as_server.pin_limit} "
+            f"with shared_buffers {settings.shared_buffers})"
+        )
+        raise PgSettingUnavailable(
+            name,
+            str(getattr(settings, name)),
+            self._fixed.get(name, "?"),
+            "it is fixed at server start and the harness does not change it (it enters the "
+            f"per-backend pin limit{share})",
+        )
 
     # ------------------------------------------------------------------------------ relations
     def relation(self, spec: Any) -> BuiltRelation:
@@ -622,14 +656,47 @@ class PostgresImplementation:
                     f"'fault-injection': {self.fault_injection_unavailable}); only a cancel point is honoured"
                 )
             if plan.foreign_ios:
-                raise UnsupportedLayout(
-                    "ScanRequest.faults: another backend's I/O in progress (ForeignIO) cannot be "
-                    "staged on a server at a chosen time; the stream-level fault tests cover it"
-                )
+                self._check_foreign_ios(request, plan.foreign_ios)
             for fault in plan.faults:
-                why = unsupported_fault(fault)
+                why = unsupported_fault(fault, data_checksums=self.data_checksums)
                 if why is not None:
                     raise UnsupportedLayout(f"ScanRequest.faults: {fault.kind} fault: {why}")
+
+    def _check_foreign_ios(self, request: ScanRequest, fios: list[Any]) -> None:
+        """Refuse the ``ForeignIO`` a server cannot stage as the model starts it (``foreign_io``)."""
+        from reference_impl import Settings
+
+        settings = request.settings if request.settings is not None else Settings()
+        for fio in fios:
+            where = (
+                f"ScanRequest.faults: ForeignIO({fio.relation!r}, block={fio.block}, nblocks={fio.nblocks})"
+            )
+            if fio.starts_at_us != 0:
+                raise UnsupportedLayout(
+                    f"{where}: starts_at_us = {fio.starts_at_us}: a server has no virtual time to start another "
+                    "backend's read at; allowed 0 (the read is in progress when the scan begins)"
+                )
+            if fio.relation != request.relation.name or int(fio.fork) != 0:
+                raise UnsupportedLayout(f"{where}: only the scanned table's main fork is staged")
+            if (
+                fio.nblocks > settings.io_max_combine_limit
+                or fio.block // _RELSEG_SIZE != (fio.block + fio.nblocks - 1) // _RELSEG_SIZE
+            ):
+                raise UnsupportedLayout(
+                    f"{where}: not one read a server backend can issue (at most io_max_combine_limit = "
+                    f"{settings.io_max_combine_limit} blocks, inside one segment)"
+                )
+            if settings.io_method == "io_uring":
+                raise UnsupportedLayout(
+                    f"{where}: another backend's read is one the interposer holds, and io_method=io_uring "
+                    "reads without pread/preadv"
+                )
+        self._check_streams()
+        if self._streams is None:
+            raise UnsupportedLayout(
+                "ScanRequest.faults: another backend's read in progress is staged with the probe "
+                f"extension, which is not available: {self._stream_problem}"
+            )
 
     def _cancel_after(self, request: ScanRequest) -> int | None:
         if request.cancel_after_buffers is not None:
@@ -807,16 +874,43 @@ class PostgresImplementation:
             if quiet_wal:
                 fresh_wal_segment(conn)
             conn.add_notice_handler(_notice)
-            injected = self._install_faults(request, built)
+            injected, held = self._install_faults(request, built)
+            foreign = self._streams.foreign if held and self._streams is not None else None
+            pid = 0
+            if foreign is not None:
+                # Another backend's read in progress when the scan begins (foreign_io), let go
+                # once the scan's backend is seen waiting for it.
+                try:
+                    valid = sorted(
+                        b for r in held for b in range(r.first, r.first + r.nblocks) if b in cached
+                    )
+                    if valid:
+                        raise UnsupportedLayout(
+                            f"ScanRequest.faults: ForeignIO on block(s) {valid}, which the request's "
+                            "cached_fraction makes resident: another backend's read starts only on a "
+                            "block that needs reading (Instance.start_foreign_io refuses it too)"
+                        )
+                    foreign.stage(held)
+                    pid = int(session.execute("SELECT pg_backend_pid()")[0][0])
+                except BaseException:
+                    conn.remove_notice_handler(_notice)
+                    foreign.finish()
+                    self._collect_faults(injected, applied=True)
+                    raise
             try:
                 with measure(session, rels) as handle:
-                    result = op.run(ctx)
+                    if foreign is not None:
+                        result, _ = foreign.watch(pid, lambda: op.run(ctx))
+                    else:
+                        result = op.run(ctx)
             except psycopg.Error as err:
                 error = str(err).strip()
                 error_type = type(err).__name__
             finally:
                 conn.remove_notice_handler(_notice)
-                fired = self._collect_faults(injected)
+                if foreign is not None:
+                    foreign.finish()  # its session's pins gone before the pins are counted
+                fired = self._collect_faults(injected, applied=bool(injected or held))
             m = handle.measurement
             wal_flushed = quiet_wal and flushed_within_segment(session.conn)
             pinned = sum(len(pinned_buffers(db, rel)) for rel in rels)
@@ -958,11 +1052,15 @@ class PostgresImplementation:
         return ScanTiming(seconds=times, service_us=service, intervals=intervals, runqueue_us=runqueue)
 
     # ------------------------------------------------------------------------------ faults
-    def _install_faults(self, request: ScanRequest, built: BuiltRelation) -> list[tuple[Any, str]]:
-        """The request's storage faults as interposer rules; returns (fault, server relation) per rule."""
+    def _install_faults(
+        self, request: ScanRequest, built: BuiltRelation
+    ) -> tuple[list[tuple[Any, str]], list[ForeignRead]]:
+        """The request's storage faults as interposer rules, then a ``hang`` (``hang_eio``) rule for
+        each of its ``ForeignIO``; returns (fault, server relation) per fault rule, and the other
+        backend's reads to stage (``foreign_io``)."""
         plan = _fault_plan(request.faults)
-        if plan is None or not plan.faults:
-            return []
+        if plan is None or not (plan.faults or plan.foreign_ios):
+            return [], []
         injector = self.server.faults
         names = {built.spec.name: built.table, **built.indexes}
         rules = []
@@ -982,12 +1080,26 @@ class PostgresImplementation:
                     raise UnsupportedLayout(f"ScanRequest.faults: {err}") from err
                 rules.append(rule_for_fault(fault, target))
                 injected.append((fault, rel))
+        held: list[ForeignRead] = []
+        if plan.foreign_ios:
+            table = built.table
+            target = injector.target(self.database.name, table)
+            with self.server._guard("looking up a table"), self.server._connect_raw(self.database.name) as c:
+                row = c.execute("SELECT %s::regclass::oid", (table,)).fetchone()
+            assert row is not None
+            for fio in plan.foreign_ios:
+                blocks = (int(fio.block), int(fio.block) + int(fio.nblocks) - 1)
+                held.append(
+                    ForeignRead(table, int(row[0]), blocks[0], int(fio.nblocks), fio.fails, len(rules))
+                )
+                rules.append(IoRule(target, "hang_eio" if fio.fails else "hang", blocks=blocks, times=1))
         injector.apply(*rules)
-        return injected
+        return injected, held
 
-    def _collect_faults(self, injected: list[tuple[Any, str]]) -> list[dict[str, Any]]:
-        """What fired, in the model's ledger's terms, and every rule removed."""
-        if not injected:
+    def _collect_faults(self, injected: list[tuple[Any, str]], *, applied: bool) -> list[dict[str, Any]]:
+        """What fired of the plan's faults, in the model's ledger's terms, and every rule removed
+        (``applied``: rules were installed, those holding another backend's reads too)."""
+        if not applied:
             return []
         injector = self.server.faults
         fired = [
@@ -1002,7 +1114,7 @@ class PostgresImplementation:
                 "result": e.result,
             }
             for e in injector.ledger()
-            if e.fired
+            if e.fired and e.rule < len(injected)
         ]
         injector.clear()
         return fired

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 import psycopg
 
 from .errors import PgHarnessError
+from .foreign_io import ForeignRead, ForeignReads
 from .probe_build import ProbeInstall
 from .stream_faults import StreamFaults, read_error
 
@@ -54,8 +55,17 @@ __all__ = ["RemoteStreams", "RemoteStream", "ServerObservation", "StreamUnavaila
 _INVALID_BUFFER = -1
 _INVALID_BLOCK = 0xFFFFFFFF  # InvalidBlockNumber
 _INT16_MAX = 32767
+_RELSEG_SIZE = 131072  # blocks of a 1 GiB segment
 _BLCKSZ_KB = 8
-_SESSION_GUCS = ("io_combine_limit", "effective_io_concurrency", "maintenance_io_concurrency")
+_SESSION_GUCS = (
+    "io_combine_limit",
+    "effective_io_concurrency",
+    "maintenance_io_concurrency",
+    # What a page failing verification comes to (bufmgr.c passes the stream's backend's values
+    # to the I/O's completion, wherever it runs).
+    "zero_damaged_pages",
+    "ignore_checksum_failure",
+)
 
 
 class _ServerOwner(Protocol):
@@ -137,6 +147,7 @@ class _Transaction:
     in_test_pins: list[int] = field(default_factory=list)  # of those, taken by d.other_pin()
     mirrored_others: set[int] = field(default_factory=set)  # model relids whose others' pins are taken
     other_pages: int = 0  # pages of other relations (catalogs) in the pool when the test began
+    staged_ios: set[int] = field(default_factory=set)  # model I/Os of other backends staged (foreign_io)
 
 
 def _main_fork_name() -> str:
@@ -166,6 +177,13 @@ class RemoteStreams:
         # requests they matched during the last call.
         self.faults = StreamFaults(impl)
         self.last_requests: list[Any] = []
+        # Other backends' reads in progress, staged for real and held by the interposer.
+        self.foreign = ForeignReads(self)
+        self._pid = 0  # the stream session's backend
+        self._other_pid = 0  # the other session's
+        self._unseen_requests: list[Any] = []
+        # While other backends' reads are staged: the rule recording every request of the table.
+        self._ledger_rule: int | None = None
 
     # ------------------------------------------------------------------------------ sessions
     def _connect(self) -> psycopg.Connection[Any]:
@@ -185,12 +203,17 @@ class RemoteStreams:
             self._conn = self._connect()
             self._other = self._connect()
             self._generation = server.generation
+            row = self._conn.execute("SELECT pg_backend_pid()").fetchone()
+            self._pid = int(row[0]) if row is not None else 0
+            row = self._other.execute("SELECT pg_backend_pid()").fetchone()
+            self._other_pid = int(row[0]) if row is not None else 0
             self._txn = None
         assert self._other is not None
         return self._conn, self._other
 
     def close_sessions(self) -> None:
         """Close both sessions (their transactions roll back: every pin is dropped)."""
+        self.foreign.close()
         for conn in (self._conn, self._other):
             if conn is not None and not conn.closed:
                 conn.close()
@@ -203,16 +226,43 @@ class RemoteStreams:
         c = other_conn if other else conn
         placeholders = ", ".join(["%s"] * len(args))
         self.calls += 1
+
+        def run() -> Any:
+            return c.execute(f"SELECT {fn}({placeholders})", args, prepare=True).fetchone()
+
+        released: list[Any] = []
         try:
             with self.impl.server._guard(f"probe call {fn}"):
-                row = c.execute(f"SELECT {fn}({placeholders})", args, prepare=True).fetchone()
+                # While another backend's read is held, a watcher lets it go once the stream waits for it.
+                if other:
+                    row = run()
+                else:
+                    row, released = self.foreign.watch(self._pid, run)
         finally:
             self.last_requests = self.faults.sync_ledger()
+            self._unseen_requests.extend(self.last_requests)
         assert row is not None
-        return ProbeReport(json.loads(row[0]))
+        rep = ProbeReport(json.loads(row[0]))
+        if released and fn in ("rsp_next", "rsp_reset", "rsp_end"):
+            # The report was made while the released reads' sessions may still have pinned their
+            # blocks; they have let go now: the relation's pins and the stream's state again.
+            with self.impl.server._guard("probe call rsp_state"):
+                again = c.execute("SELECT rsp_state(%s)", (args[0],), prepare=True).fetchone()
+            assert again is not None
+            fresh = json.loads(again[0])
+            for key in ("rel_pins", "stream"):
+                if key in fresh:
+                    rep.raw[key] = fresh[key]
+        return rep
+
+    def take_requests(self) -> list[Any]:
+        """The interposer's ledger entries of every call since the last time they were taken."""
+        out, self._unseen_requests = self._unseen_requests, []
+        return out
 
     def rollback(self) -> None:
         """End the current test's transactions (every pin of both sessions is dropped)."""
+        self.foreign.finish()
         if self._conn is not None and self._generation != self.impl.server.generation:
             # The sessions belong to a postmaster that has since restarted: they are gone.
             self.close_sessions()
@@ -275,6 +325,7 @@ class RemoteStreams:
         txn = self._txn
         if txn is not None and txn.backend is backend:
             return txn
+        self.foreign.finish()
         for c in (conn, other):
             with self.impl.server._guard("starting a probe transaction"):
                 c.execute("ROLLBACK")
@@ -283,7 +334,8 @@ class RemoteStreams:
         self._txn = txn
         settings = backend.settings
         for name in _SESSION_GUCS:
-            value = str(getattr(settings, name))
+            raw = getattr(settings, name)
+            value = ("on" if raw else "off") if isinstance(raw, bool) else str(raw)
             conn.execute("SELECT set_config(%s, %s, true)", (name, value))
         return txn
 
@@ -369,22 +421,21 @@ class RemoteStreams:
         if rel.tablespace_eic is not None or rel.tablespace_mic is not None:
             raise StreamUnavailable("a tablespace's io concurrency cannot be mirrored on the server")
         faults = instance.storage.faults
-        if getattr(faults, "foreign_ios", None):
-            raise StreamUnavailable(
-                "another backend's I/O started at a chosen time (ForeignIO) cannot be staged on the server"
-            )
+        # A plan's foreign_ios are started by the model's scans only (ScanRequest); a stream test
+        # starts another backend's I/O itself (Instance.start_foreign_io), and the pool shows it.
         if getattr(faults, "faults", None):
-            why = self.faults.why_not(faults)
+            why = self.faults.why_not(faults, backend.settings)
+            if why is not None:
+                raise StreamUnavailable(why)
+        held = _foreign_reads(instance, backend, rel)
+        if held:
+            why = self.faults.why_not_foreign(backend.settings)
             if why is not None:
                 raise StreamUnavailable(why)
         if self.faults.plan is not faults:
+            self.foreign.finish()
             self.faults.clear()  # another test's rules
-        pool = instance.pool
-        for buf, io in enumerate(pool.buf_io):
-            if io is not None and pool.tag[buf] >= 0 and backend.buffer_tag(buf)[0] == rel.relid:
-                raise StreamUnavailable(
-                    "another backend's I/O in progress on the relation cannot be mirrored on the server"
-                )
+            self._ledger_rule = None
         fixed = _block_range(callback, private)
         if fixed is None and (
             getattr(callback, "fn", None) is not None
@@ -402,11 +453,25 @@ class RemoteStreams:
         with self.faults.paused():
             self._mirror_cache(txn, instance, rel)
             self._mirror_pins(txn, instance, backend, rel)
-        if getattr(faults, "faults", None):
+        staged = [h for h in held if h[0] not in txn.staged_ios]
+        if getattr(faults, "faults", None) or staged:
             # After the cache is mirrored: its pg_prewarm must not trip a rule.
             names = {r.relid: r.name for r in instance.storage.relations()}
             mirrored = {names[relid]: t.name for relid, t in txn.tables.items() if relid in names}
-            self.faults.install(faults, mirrored)
+            if staged:
+                self.foreign.finish()  # reads held for an earlier stream of the test go first
+            first_rule = self.faults.install(
+                faults, mirrored, tuple((table.name, start, n, fails) for _key, start, n, fails in staged)
+            )
+            if staged:
+                self.foreign.stage(
+                    [
+                        ForeignRead(table.name, table.oid, start, n, fails, first_rule + i)
+                        for i, (_key, start, n, fails) in enumerate(staged)
+                    ]
+                )
+                txn.staged_ios.update(h[0] for h in staged)
+                self._ledger_rule = first_rule + len(staged)
         kind = ring_kb = None
         if strategy is not None:
             kind = strategy.btype.value
@@ -423,9 +488,43 @@ class RemoteStreams:
         rep = self.call(
             "rsp_begin", table.oid, int(fork), int(flags), kind, ring_kb, per_buffer_data, planned, *span
         )
+        self.take_requests()  # the staged reads' requests are not the stream's (rsp_begin reads nothing)
         stream = RemoteStream(self, txn, rel, table, callback, private, rep, per_buffer_data, len(planned))
         stream._fixed_plan = fixed is not None
+        if self._ledger_rule is not None:
+            stream.observation.read_from_ledger(self._ledger_rule, {*self.foreign.pids, self._other_pid})
         return stream
+
+
+def _foreign_reads(instance: Any, backend: Any, rel: Any) -> list[tuple[int, int, int, bool]]:
+    """Reads of ``rel`` another backend has in progress in the model's pool
+    (``Instance.start_foreign_io``): ``(id of the I/O, first block, nblocks, fails)``.
+
+    An I/O of the stream's own backend in progress (a read started and never waited for by an
+    earlier stream of the test) has no server counterpart to stage: refused.
+    """
+    from reference_impl import ForkNumber
+
+    pool = instance.pool
+    pool.poll()  # those the model completed by now are done
+    out: dict[int, tuple[int, int, int, bool]] = {}
+    for buf, io in enumerate(pool.buf_io):
+        if io is None or pool.tag[buf] < 0 or backend.buffer_tag(buf)[0] != rel.relid:
+            continue
+        if io.owner == backend.id or int(io.fork) != int(ForkNumber.MAIN):
+            raise StreamUnavailable(
+                "an I/O of the stream's own backend (or of another fork) in progress on the relation "
+                "cannot be mirrored on the server"
+            )
+        limit = int(backend.settings.io_max_combine_limit)
+        if io.nblocks > limit or io.start // _RELSEG_SIZE != (io.start + io.nblocks - 1) // _RELSEG_SIZE:
+            raise StreamUnavailable(
+                f"another backend's read of blocks {io.start}..{io.start + io.nblocks - 1} is not one read a "
+                f"server backend can issue (at most io_max_combine_limit = {limit} blocks, inside one segment)"
+            )
+        fails = io.outcome is not None and io.outcome.error is not None
+        out[id(io)] = (id(io), int(io.start), int(io.nblocks), fails)
+    return list(out.values())
 
 
 def _block_range(callback: Any, private: Any) -> tuple[int, int] | None:
@@ -478,6 +577,7 @@ class RemoteStream:
         self._produced = 0
         self._fixed_plan = False  # block_range_read_stream_cb: the whole range was sent at the start
         self._failed = False  # a call raised an ERROR: the server's transaction is aborted
+        self._requests: list[Any] = []  # the interposer's ledger entries of the last call
         self.ended = False
         self.observation = ServerObservation(streams, txn, rel, table)
         self.observation.absorb(report)
@@ -513,14 +613,34 @@ class RemoteStream:
 
     def _call(self, fn: str, *args: Any) -> ProbeReport:
         # An injected EIO fails the probe call that waited for the read: the model's error.
+        from reference_impl import ChecksumFailure
+
+        faults = self._streams.faults
         try:
-            return self._streams.call(fn, *args)
+            rep = self._streams.call(fn, *args)
+            # Taken in _after, once the call's trace is in: a follow-up read comes after its start.
+            self._requests = self._streams.take_requests()
+            return rep
         except psycopg.Error as err:
             self._failed = True
+            seen = self._streams.take_requests()
+            self.observation.requests(seen, faults.damaged(seen))
             mapped = read_error(err, self.rel.name)
+            if isinstance(mapped, ChecksumFailure):
+                # The read itself succeeded; its WaitReadBuffers raised on the page's verification.
+                covering = [
+                    e
+                    for e in seen
+                    if e.fired
+                    and e.action == "corrupt"
+                    and e.first_block <= mapped.block < e.first_block + e.nblocks
+                ]
+                first, n = (covering[0].first_block, covering[0].nblocks) if covering else (mapped.block, 1)
+                self.observation.failed_read(first, n, error="ChecksumFailure", block=mapped.block)
+                raise mapped from err
             if mapped is not None:
-                for e in self._streams.last_requests:
-                    if e.fired and e.action == "eio":
+                for e in seen:
+                    if e.fired and e.action == "eio":  # (hang_eio fails another backend's read)
                         self.observation.failed_read(e.first_block, e.nblocks)
                 raise mapped from err
             raise
@@ -599,6 +719,8 @@ class RemoteStream:
                 self._tokens[self._produced] = token
                 self._produced += 1
         self.observation.absorb(rep)
+        seen, self._requests = self._requests, []
+        self.observation.requests(seen, self._streams.faults.damaged(seen))
 
     def __repr__(self) -> str:
         return f"RemoteStream(id={self._id}, table={self._table.name!r}, ended={self.ended})"
@@ -631,6 +753,16 @@ class ServerObservation:
         # Starts the stream has not waited for yet: first buffer -> [(key, first block, nblocks)].
         self._open: dict[int, list[tuple[int, int, int]]] = {}
         self._keys = 0
+        # Blocks whose page the interposer damaged as it was read, and buffers whose page was all
+        # zeroes when returned: together they tell a page zero_damaged_pages zeroed.
+        self._damaged: set[int] = set()
+        self._zero_page: dict[int, bool] = {}
+        # Reads taken from the ledger's every-request rule (another backend's read is staged):
+        # its index, and the backends whose requests are not the stream's.
+        self._ledger_rule: int | None = None
+        self._not_mine: set[int] = set()
+        # Follow-up requests owed by reads the interposer cut short: (first block, nblocks).
+        self._follow_ups: list[tuple[int, int]] = []
         self._traced = streams.probe.traced
         self.last_stream: dict[str, Any] | None = None
         #: The relation's pinned blocks in the shared descriptors after the last call: block -> refcount.
@@ -655,6 +787,7 @@ class ServerObservation:
     def returned(self, rep: ProbeReport) -> None:
         buf = int(rep.raw["buffer"])
         self._valid[buf] = bool(rep.raw.get("valid"))
+        self._zero_page[buf] = bool(rep.raw.get("zero_page"))
         if int(rep.raw.get("shared_refs", 1)) == 0:
             # Nobody pins it: the stream handed the buffer back without the caller's pin.
             self._held[buf] -= 1
@@ -720,7 +853,7 @@ class ServerObservation:
                     first <= blocknum < first + n for opens in self._open.values() for _k, first, n in opens
                 )
                 self._open.setdefault(buf, []).append((key, blocknum, accepted))
-                if not joined:
+                if not joined and self._ledger_rule is None:
                     self._log.append(_ReadRecord(self.rel.name, fork_name, blocknum, accepted, None, -1))
             else:
                 opens = self._open.get(buf)
@@ -729,29 +862,89 @@ class ServerObservation:
                     del self._open[buf]
                 obs.record_wait(key, 0)
 
-    def failed_read(self, first: int, nblocks: int) -> None:
+    def requests(self, entries: list[Any], damaged: set[int]) -> None:
+        """The interposer's ledger entries of one call (``faults.LedgerEntry``): the reads that
+        ``WaitReadBuffers`` issues itself.
+
+        A request cut short (``ProcessReadBuffersResult`` sees fewer blocks than asked) is
+        finished by ``WaitReadBuffers``, which calls ``AsyncReadBuffers`` again from the first
+        block not read: a read of the stream that no ``StartReadBuffers`` call shows, so the
+        traced copy never reports it. Its request matches the rule of the faulty block (it starts
+        there) and reaches the ledger, from whichever process performed it (an I/O worker under
+        ``io_method=worker``): a request of exactly the blocks a short read left undone is that
+        follow-up, and goes into the read log. ``damaged``: blocks whose page a ``corrupt`` rule
+        damaged in these requests (see :meth:`is_zeroed`).
+        """
+        self._damaged |= damaged
+        if not self._traced:
+            return  # without the traced copy no read is observed, the follow-up neither
+        if self._ledger_rule is not None:
+            for e in entries:
+                if e.rule == self._ledger_rule and e.pid not in self._not_mine:
+                    error = None if e.result >= 0 else "EIO"
+                    self._log.append(
+                        _ReadRecord(
+                            self.rel.name, _main_fork_name(), e.first_block, e.nblocks, None, -1, error=error
+                        )
+                    )
+            return
+        for e in entries:
+            if e.fired and e.action == "short" and e.result > 0:
+                done = e.result // (_BLCKSZ_KB * 1024)
+                if 0 < done < e.nblocks:
+                    self._follow_ups.append((e.first_block + done, e.nblocks - done))
+            elif (e.first_block, e.nblocks) in self._follow_ups and e.result >= 0:
+                self._follow_ups.remove((e.first_block, e.nblocks))
+                self._log.append(
+                    _ReadRecord(self.rel.name, _main_fork_name(), e.first_block, e.nblocks, None, -1)
+                )
+
+    def read_from_ledger(self, rule: int, not_mine: set[int]) -> None:
+        """Take the stream's reads from the interposer's ledger (rule ``rule`` records every request
+        of the table) rather than from its ``StartReadBuffers`` calls, leaving out the requests of
+        the backends ``not_mine`` (the other backends' reads staged, the other session).
+
+        A start that meets another backend's read in progress waits for it in ``StartBufferIO``
+        (``io_method`` worker) or in ``WaitReadBuffers`` (sync, where the start issues nothing
+        yet), and then reads nothing when that read succeeded: its ``StartReadBuffers`` call
+        cannot say whether a read followed, the requests that reached ``pg_preadv`` can.
+        """
+        self._ledger_rule = rule
+        self._not_mine = set(not_mine)
+
+    def failed_read(self, first: int, nblocks: int, *, error: str = "EIO", block: int | None = None) -> None:
         """A read that failed (the interposer's ledger) during a call whose report the error took.
 
-        A start recorded earlier is waited for now (its ``WaitReadBuffers`` raised); otherwise the
-        start was in the failed call, and is put back with the request's blocks: in PostgreSQL 18
-        one start issues one I/O for the blocks it accepted.
+        A start recorded earlier whose blocks hold ``block`` (default ``first``) is waited for now
+        (its ``WaitReadBuffers`` raised), and its read is marked failed; otherwise the start was
+        in the failed call, and is put back with the request's blocks: in PostgreSQL 18 one start
+        issues one I/O for the blocks it accepted. ``error`` names the failure as the model's
+        read log does (``EIO``, or ``ChecksumFailure`` for a page that failed verification).
         """
         obs = self._observer
         if obs is None or not self._traced:
             return  # without the traced copy no read is observed, this one neither
+        at = first if block is None else block
         for buf, opens in list(self._open.items()):
             for i, (key, start, n) in enumerate(opens):
-                if start <= first < start + n:
+                if start <= at < start + n:
                     del opens[i]
                     if not opens:
                         del self._open[buf]
                     obs.record_wait(key, 0)
+                    for rec in reversed(self._log):
+                        if rec.start == start and rec.nblocks == n:
+                            rec.error = error
+                            break
                     return
         self._keys += 1
         key = self._keys
         obs.record_start(key, None, first, nblocks, nblocks, True, _INT16_MAX, 0, 0)
         obs.record_wait(key, 0)
-        self._log.append(_ReadRecord(self.rel.name, _main_fork_name(), first, nblocks, None, -1, error="EIO"))
+        if self._ledger_rule is None:  # else the ledger has the request
+            self._log.append(
+                _ReadRecord(self.rel.name, _main_fork_name(), first, nblocks, None, -1, error=error)
+            )
 
     # -- the StreamObservation protocol -----------------------------------------------------
     def read_log(self) -> list[Any]:
@@ -784,6 +977,14 @@ class ServerObservation:
 
     def is_valid(self, buf: int) -> bool:
         return self._valid.get(buf, False)
+
+    def is_zeroed(self, buf: int) -> bool:
+        """Whether ``zero_damaged_pages`` zeroed the page in ``buf``: a page the interposer delivered
+        damaged (never all zeroes: it has a header) that the consumer got back all zeroes. The
+        server keeps no such flag; the tables' own pages are all zeroes, so the damage is what
+        tells them apart."""
+        block = self._tags.get(buf, (-1, 0, -1))[2]
+        return block in self._damaged and self._zero_page.get(buf, False)
 
     def release_buffer(self, buf: int) -> None:
         if self._held[buf] <= 0:

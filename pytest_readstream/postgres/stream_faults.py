@@ -16,7 +16,8 @@ call never returns its report); the ledger still has the request, from which the
 start is put back into the observation.
 
 The server's ``could not read blocks a..b`` error becomes the model's ``ReadIOError`` for the
-consumer call that raised it.
+consumer call that raised it, and its ``invalid page in block n`` (a page the interposer damaged,
+failing verification) the model's ``ChecksumFailure``.
 """
 
 from __future__ import annotations
@@ -27,17 +28,28 @@ from typing import Any
 
 import psycopg
 
-from .faults import rule_for_fault, unsupported_fault
+from .faults import IoRule, Latency, rule_for_fault, unsupported_fault
 
 __all__ = ["StreamFaults", "read_error"]
 
 _READ_ERROR = re.compile(r"could not read blocks? (\d+)(?:\.\.(\d+))? in file")
+# buffer_readv_report (bufmgr.c): one page, or several with the first named in the detail.
+_INVALID_PAGE = re.compile(r"invalid page in block (\d+) of relation")
+_FIRST_INVALID = re.compile(r"Block (\d+) held the first invalid page")
 
 
 def read_error(err: psycopg.Error, relation: str) -> Exception | None:
-    """The model's ``ReadIOError`` for a server ``EIO`` error (``None`` for any other error)."""
-    from reference_impl import ReadIOError
+    """The model's ``ReadIOError`` for a server ``EIO`` error, its ``ChecksumFailure`` for a page
+    that failed verification (``None`` for any other error)."""
+    from reference_impl import ChecksumFailure, ReadIOError
 
+    if isinstance(err, psycopg.errors.DataCorrupted):
+        one = _INVALID_PAGE.search(str(err))
+        several = _FIRST_INVALID.search(err.diag.message_detail or "")
+        found = one or several
+        if found is None:
+            return None
+        return ChecksumFailure(relation, "main", int(found.group(1)))
     if not isinstance(err, psycopg.errors.IoError):
         return None
     match = _READ_ERROR.search(str(err))
@@ -56,12 +68,13 @@ class StreamFaults:
         self._impl = impl
         self._plan: Any = None
         self._installed: tuple[tuple[int, str], ...] = ()
+        self._holding = False  # rules holding another backend's reads are installed
         self._kinds: list[tuple[Any, str]] = []
         self._seen = 0
 
     @property
     def active(self) -> bool:
-        return bool(self._installed)
+        return bool(self._installed) or self._holding
 
     @property
     def plan(self) -> Any:
@@ -69,19 +82,24 @@ class StreamFaults:
 
     def paused(self) -> Any:
         """A context in which the rules (if any) let every read through."""
-        if not self._installed:
+        if not self.active:
             return contextlib.nullcontext()
         return self._impl.server.faults.paused()
 
-    def why_not(self, plan: Any) -> str | None:
-        """Why ``plan``'s faults cannot be injected on the server (``None``: they can)."""
+    def why_not(self, plan: Any, settings: Any) -> str | None:
+        """Why ``plan``'s faults cannot be injected on the server under ``settings`` (``None``: they can)."""
         if "fault-injection" not in self._impl.capabilities:
             return (
                 "the server offers no fault injection (capability 'fault-injection'): "
                 f"{self._impl.fault_injection_unavailable}"
             )
+        if settings.io_method == "io_uring":
+            return (
+                "io_method=io_uring reads without pread/preadv, so the read interposer cannot act "
+                "on the stream's reads; use io_method sync or worker"
+            )
         for fault in plan.faults:
-            why = unsupported_fault(fault)
+            why = unsupported_fault(fault, data_checksums=self._impl.data_checksums)
             if why is not None:
                 return f"{fault.kind} fault: {why}"
             if int(fault.fork) != 0:
@@ -90,38 +108,70 @@ class StreamFaults:
                 )
         return None
 
-    def install(self, plan: Any, mirrored: dict[str, str]) -> None:
-        """Rules for the faults of ``plan`` on the mirrored relations (model name -> server table).
+    def why_not_foreign(self, settings: Any) -> str | None:
+        """Why another backend's read in progress cannot be staged (``foreign_io``; ``None``: it can)."""
+        if "fault-injection" not in self._impl.capabilities:
+            return (
+                "another backend's I/O in progress is a read the interposer holds, and the server "
+                f"offers no fault injection (capability 'fault-injection'): {self._impl.fault_injection_unavailable}"
+            )
+        if settings.io_method == "io_uring":
+            return (
+                "another backend's I/O in progress is a read the interposer holds, and io_method=io_uring "
+                "reads without pread/preadv; use io_method sync or worker"
+            )
+        return None
 
-        Installed again only when a relation with faults was mirrored since (the counters then
-        start afresh, as a new rule set does).
+    def install(
+        self, plan: Any, mirrored: dict[str, str], held: tuple[tuple[str, int, int, bool], ...] = ()
+    ) -> int:
+        """Rules for the faults of ``plan`` on the mirrored relations (model name -> server table),
+        then one ``hang`` (``hang_eio`` when it fails) rule for each of the other backend's reads
+        in ``held`` (table, first block, nblocks, fails), then, for each table of those, a rule
+        that only records every request of the table in the ledger (a delay of 0: the reads of
+        the stream that meets another backend's read are taken from there, see
+        ``ServerObservation.requests``); returns the index of the first ``hang`` rule.
+
+        Installed again only when a relation with faults was mirrored since, or other reads are
+        to be held (the counters then start afresh, as a new rule set does).
         """
         wanted: list[tuple[int, str]] = []
         for i, fault in enumerate(plan.faults):
             names = [fault.relation] if fault.relation is not None else sorted(mirrored)
             wanted.extend((i, mirrored[n]) for n in names if n in mirrored)
         key = tuple(wanted)
-        if plan is self._plan and key == self._installed:
-            return
+        if plan is self._plan and key == self._installed and not held:
+            return len(wanted)
         injector = self._impl.server.faults
         dbname = self._impl.database.name
-        targets = {table: injector.target(dbname, table) for table in {t for _, t in wanted}}
+        tables = {t for _, t in wanted} | {h[0] for h in held}
+        targets = {table: injector.target(dbname, table) for table in tables}
         rules = [rule_for_fault(plan.faults[i], targets[table]) for i, table in wanted]
+        rules += [
+            IoRule(targets[table], "hang_eio" if fails else "hang", blocks=(first, first + n - 1), times=1)
+            for table, first, n, fails in held
+        ]
+        rules += [
+            IoRule(targets[table], "delay", latency=Latency("fixed", 0.0))
+            for table in sorted({h[0] for h in held})
+        ]
         injector.apply(*rules)
         reverse = {table: name for name, table in mirrored.items()}
         self._kinds = [(plan.faults[i], reverse[table]) for i, table in wanted]
         self._plan, self._installed, self._seen = plan, key, 0
+        self._holding = bool(held)
+        return len(wanted)
 
     def sync_ledger(self) -> list[Any]:
         """Append what fired since the last call to the plan's ledger, in the model's terms;
         returns every request a rule matched since the last call (``faults.LedgerEntry``)."""
-        if not self._installed:
+        if not self.active:
             return []
         entries = self._impl.server.faults.ledger()
         new = entries[self._seen :]
         for e in new:
-            if not e.fired:
-                continue
+            if not e.fired or e.rule >= len(self._kinds):
+                continue  # the other backend's held reads are not the plan's faults
             fault, relation = self._kinds[e.rule]
             self._plan.ledger.append(
                 {
@@ -139,9 +189,20 @@ class StreamFaults:
         self._seen = len(entries)
         return new
 
+    def damaged(self, entries: list[Any]) -> set[int]:
+        """The blocks whose pages ``corrupt`` rules damaged in ``entries`` (``faults.LedgerEntry``)."""
+        out: set[int] = set()
+        for e in entries:
+            if e.fired and e.action == "corrupt" and 0 <= e.rule < len(self._kinds):
+                block = int(self._kinds[e.rule][0].block)
+                if e.first_block <= block < e.first_block + e.nblocks:
+                    out.add(block)
+        return out
+
     def clear(self) -> None:
         """Remove the rules (the test's transaction ended)."""
-        if self._installed:
+        if self.active:
             self.sync_ledger()
             self._impl.server.faults.clear()
         self._plan, self._installed, self._kinds, self._seen = None, (), [], 0
+        self._holding = False

@@ -9,8 +9,10 @@
  * the harness's control area (rsinterpose.h) holds a rule for the file being read: the file is
  * identified by device and inode, so WAL, catalogs and every file the harness did not name can
  * never match. A matching request may be delayed (fixed or seeded latency, per-byte cost,
- * a limit of requests served at once), fail with EIO, come back short, or hang until released;
- * every matched request is written to a ledger the harness reads back.
+ * a limit of requests served at once), fail with EIO, come back short, hang until released (and
+ * then succeed or fail), or come back with the rule's pages damaged so that page verification
+ * fails on their checksum (the file is never written); every matched request is written to a
+ * ledger the harness reads back.
  *
  * io_method=io_uring submits reads to the kernel without these calls, so nothing is interposed
  * there; the harness refuses that combination.
@@ -38,10 +40,28 @@
 
 typedef ssize_t (*pread_fn) (int, void *, size_t, off_t);
 typedef ssize_t (*preadv_fn) (int, const struct iovec *, int, off_t);
+typedef uint16_t (*checksum_fn) (char *, uint32_t);
 
 static pread_fn real_pread;
 static preadv_fn real_preadv;
 static RsiControl *ctl;
+
+/*
+ * The server's own pg_checksum_page() (storage/checksum.h), found in the postgres executable
+ * this library is preloaded into (it exports its symbols for extensions): a damaged page is
+ * checked against it, so its checksum is known to fail, whatever the page held.
+ */
+static checksum_fn server_checksum;
+static int	server_checksum_looked;
+
+/* Offsets in PageHeaderData (storage/bufpage.h), the same for every page layout version 4. */
+#define RSI_PD_CHECKSUM 8
+#define RSI_PD_LOWER 12
+#define RSI_PD_UPPER 14
+#define RSI_PD_SPECIAL 16
+#define RSI_PD_PAGESIZE_VERSION 18
+#define RSI_SIZE_OF_PAGE_HEADER 24
+#define RSI_PAGE_LAYOUT_VERSION 4
 
 /* A rule's settings as seen when the request was matched (copied under the sequence lock). */
 typedef struct RsiMatch
@@ -295,6 +315,108 @@ rsi_short_len(const RsiMatch *m, off_t offset, size_t len, uint32_t blcksz)
 	return keep < len ? keep : len;
 }
 
+static uint16_t
+rsi_get16(const unsigned char *page, int off)
+{
+	uint16_t	v;
+
+	memcpy(&v, page + off, sizeof(v));
+	return v;
+}
+
+static void
+rsi_put16(unsigned char *page, int off, uint16_t v)
+{
+	memcpy(page + off, &v, sizeof(v));
+}
+
+/*
+ * Damage one page as read so that PageIsVerified() (bufpage.c) fails on its checksum alone: the
+ * header stays sane, so ignore_checksum_failure lets the page through as read and
+ * zero_damaged_pages zeroes it. A new page (pd_upper 0, as an all-zero page is) would be checked
+ * for being all zeroes instead of its checksum, so it first gets an empty page's header
+ * (PageInit: pd_lower after the header, pd_upper and pd_special at the end) with checksum 0,
+ * which pg_checksum_page() never returns. Then a byte in the middle of the page is inverted, and
+ * the next ones while the server's pg_checksum_page() still agrees with pd_checksum.
+ */
+static void
+rsi_corrupt_page(unsigned char *page, uint32_t blcksz, uint32_t blkno)
+{
+	uint32_t	at = blcksz / 2;
+
+	if (rsi_get16(page, RSI_PD_UPPER) == 0)
+	{
+		memset(page, 0, RSI_SIZE_OF_PAGE_HEADER);
+		rsi_put16(page, RSI_PD_LOWER, RSI_SIZE_OF_PAGE_HEADER);
+		rsi_put16(page, RSI_PD_UPPER, (uint16_t) blcksz);
+		rsi_put16(page, RSI_PD_SPECIAL, (uint16_t) blcksz);
+		rsi_put16(page, RSI_PD_PAGESIZE_VERSION, (uint16_t) (blcksz | RSI_PAGE_LAYOUT_VERSION));
+	}
+	if (!server_checksum_looked)
+	{
+		server_checksum = (checksum_fn) dlsym(RTLD_DEFAULT, "pg_checksum_page");
+		server_checksum_looked = 1;
+	}
+	page[at] ^= 0xFF;
+	while (server_checksum != NULL && at + 1 < blcksz &&
+		   server_checksum((char *) page, blkno) == rsi_get16(page, RSI_PD_CHECKSUM))
+		page[++at] ^= 0xFF;
+}
+
+/*
+ * Damage the pages of blocks [first, last] that a read of `got` bytes at `offset` returned
+ * whole. A page may span iovecs, so it is copied out and back.
+ */
+static void
+rsi_corrupt(const struct iovec *iov, int iovcnt, off_t offset, size_t got, uint32_t file_first,
+			uint32_t first, uint32_t last, uint32_t blcksz)
+{
+	unsigned char page[32768];	/* BLCKSZ is at most 32 kB */
+	uint64_t	begin = (uint64_t) offset;
+	uint64_t	end = (uint64_t) offset + got;
+
+	if (blcksz > sizeof(page))
+		return;
+	if (begin % blcksz != 0)
+		begin += blcksz - begin % blcksz;	/* a request that starts inside a page */
+	for (uint64_t p = begin; p + blcksz <= end; p += blcksz)
+	{
+		uint64_t	blk = file_first + p / blcksz;
+		uint64_t	rel = p - (uint64_t) offset;	/* the page's offset in the request */
+		uint64_t	pos = 0;	/* the request's bytes before iovec i */
+		int			i = 0;
+		size_t		done;
+
+		if (blk < first || blk > last)
+			continue;
+		while (i < iovcnt && pos + iov[i].iov_len <= rel)
+			pos += iov[i++].iov_len;
+		done = 0;
+		for (int j = i; j < iovcnt && done < blcksz; j++)
+		{
+			size_t		from = j == i ? (size_t) (rel - pos) : 0;
+			size_t		n = iov[j].iov_len - from;
+
+			if (n > blcksz - done)
+				n = blcksz - done;
+			memcpy(page + done, (unsigned char *) iov[j].iov_base + from, n);
+			done += n;
+		}
+		rsi_corrupt_page(page, blcksz, (uint32_t) blk);
+		done = 0;
+		for (int j = i; j < iovcnt && done < blcksz; j++)
+		{
+			size_t		from = j == i ? (size_t) (rel - pos) : 0;
+			size_t		n = iov[j].iov_len - from;
+
+			if (n > blcksz - done)
+				n = blcksz - done;
+			memcpy((unsigned char *) iov[j].iov_base + from, page + done, n);
+			done += n;
+		}
+	}
+}
+
 static ssize_t
 rsi_do_read(int fd, const struct iovec *iov, int iovcnt, off_t offset, size_t limit)
 {
@@ -356,7 +478,8 @@ rsi_read(int fd, const struct iovec *iov, int iovcnt, off_t offset)
 		slots[i] = 0;
 		if (r->nth != 0 && k != r->nth)
 			continue;
-		if (r->action == RSI_HANG && __atomic_load_n(&shared->released, __ATOMIC_ACQUIRE))
+		if ((r->action == RSI_HANG || r->action == RSI_HANG_EIO) &&
+			__atomic_load_n(&shared->released, __ATOMIC_ACQUIRE))
 			continue;
 		if (r->action == RSI_SHORT)
 		{
@@ -371,7 +494,8 @@ rsi_read(int fd, const struct iovec *iov, int iovcnt, off_t offset)
 			continue;
 		fired[i] = 1;
 		delay += rsi_latency(shared, r) + (uint64_t) ((asked * r->ps_per_byte) / 1000u);
-		if (outcome < 0 && r->action != RSI_DELAY)
+		/* Damaging pages goes with any outcome: it acts on what the read returned. */
+		if (outcome < 0 && r->action != RSI_DELAY && r->action != RSI_CORRUPT)
 			outcome = i;
 	}
 	/* Rules are visited in index order, so two requests never wait for each other's slots. */
@@ -387,7 +511,8 @@ rsi_read(int fd, const struct iovec *iov, int iovcnt, off_t offset)
 	start = rsi_now_ns();
 	if (delay > 0)
 		rsi_sleep_until(start + delay);
-	if (outcome >= 0 && matches[outcome].rule.action == RSI_HANG)
+	if (outcome >= 0 && (matches[outcome].rule.action == RSI_HANG ||
+						 matches[outcome].rule.action == RSI_HANG_EIO))
 	{
 		RsiRule    *shared = &ctl->rules[matches[outcome].index];
 
@@ -397,7 +522,8 @@ rsi_read(int fd, const struct iovec *iov, int iovcnt, off_t offset)
 			   __atomic_load_n(&shared->active, __ATOMIC_ACQUIRE))
 			rsi_sleep_ns(RSI_POLL_NS);
 	}
-	if (outcome >= 0 && matches[outcome].rule.action == RSI_EIO)
+	if (outcome >= 0 && (matches[outcome].rule.action == RSI_EIO ||
+						 matches[outcome].rule.action == RSI_HANG_EIO))
 	{
 		result = -1;
 		saved_errno = EIO;
@@ -408,6 +534,15 @@ rsi_read(int fd, const struct iovec *iov, int iovcnt, off_t offset)
 			limit = rsi_short_len(&matches[outcome], offset, asked, ctl->blcksz);
 		result = rsi_do_read(fd, iov, iovcnt, offset, limit);
 		saved_errno = errno;
+		for (int i = 0; i < n && result > 0; i++)
+		{
+			uint32_t	blcksz = ctl->blcksz ? ctl->blcksz : 8192;
+
+			if (fired[i] && matches[i].rule.action == RSI_CORRUPT)
+				rsi_corrupt(iov, iovcnt, offset, (size_t) result,
+							matches[i].first_block - (uint32_t) ((uint64_t) offset / blcksz),
+							matches[i].rule.first_block, matches[i].rule.last_block, blcksz);
+		}
 	}
 	/* The end is taken before the slots are given back, so the service intervals of a rule
 	 * limited to k requests at once never show more than k overlapping. */

@@ -27,7 +27,11 @@ enum RsiAction
 	RSI_DELAY = 0,				/* only the delay */
 	RSI_EIO = 1,				/* fail the whole request with EIO */
 	RSI_SHORT = 2,				/* transfer less than asked */
-	RSI_HANG = 3				/* block until the harness releases the rule */
+	RSI_HANG = 3,				/* block until the harness releases the rule */
+	RSI_CORRUPT = 4,			/* read, then damage each returned page of the rule's blocks so
+								 * that page verification fails on its checksum */
+	RSI_HANG_EIO = 5			/* block until released, then fail with EIO (a foreign I/O
+								 * that fails) */
 };
 
 /* How each fired read's latency is drawn. */

@@ -22,3 +22,5 @@ CREATE FUNCTION rsp_state(id int4) RETURNS text
     AS 'MODULE_PATHNAME', 'rsp_state' LANGUAGE C VOLATILE STRICT;
 CREATE FUNCTION rsp_extend(rel regclass, nblocks int8) RETURNS text
     AS 'MODULE_PATHNAME', 'rsp_extend' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_pins(rel regclass, first int8, last int8) RETURNS int8
+    AS 'MODULE_PATHNAME', 'rsp_pins' LANGUAGE C VOLATILE STRICT;

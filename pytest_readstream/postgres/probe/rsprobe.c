@@ -12,7 +12,8 @@
  * abort releases everything; the streams are forgotten at the end of the transaction.
  *
  * Every function returns one JSON object describing what the call did and what the buffer
- * manager shows afterwards: the buffer returned, its block and validity, the per-buffer data,
+ * manager shows afterwards: the buffer returned, its block and validity, whether its page is all
+ * zeroes, the per-buffer data,
  * the blocks the callback produced during the call, GetPinLimit() and GetAdditionalPinLimit(),
  * shared blocks read and hit during the call (pgBufferUsage), the relation's pinned buffers as
  * the shared descriptors show them, the buffers the probe holds for the consumer, the stream's
@@ -143,6 +144,7 @@ PG_FUNCTION_INFO_V1(rsp_pin);
 PG_FUNCTION_INFO_V1(rsp_release);
 PG_FUNCTION_INFO_V1(rsp_state);
 PG_FUNCTION_INFO_V1(rsp_extend);
+PG_FUNCTION_INFO_V1(rsp_pins);
 
 /* The end of a transaction frees the streams' memory and drops their pins: forget them. */
 static void
@@ -614,18 +616,24 @@ rsp_next(PG_FUNCTION_ARGS)
 		uint32		state = pg_atomic_read_u32(&desc->state);
 		int64		data = -1;
 
+		const char *page = (const char *) BufferGetPage(buf);
+		bool		zero_page = true;
+
 		if (pbd != NULL)
 			memcpy(&data, pbd, sizeof(int64));
+		/* zero_page: the page is all zeroes (what zero_damaged_pages leaves of a damaged page). */
+		for (int i = 0; i < BLCKSZ && zero_page; i++)
+			zero_page = page[i] == 0;
 		/*
 		 * shared_refs: the descriptor's count of backends pinning it.  This backend's own count
 		 * is private to bufmgr.c; zero here would mean the buffer came back without a pin.
 		 */
 		appendStringInfo(&s, "{\"buffer\":%d,\"block\":%u,\"fork\":%d,\"same_relation\":%s,"
-						 "\"valid\":%s,\"data\":%lld,\"shared_refs\":%u",
+						 "\"valid\":%s,\"data\":%lld,\"shared_refs\":%u,\"zero_page\":%s",
 						 buf, desc->tag.blockNum, (int) BufTagGetForkNum(&desc->tag),
 						 BufTagMatchesRelFileLocator(&desc->tag, &st->rel->rd_locator) ? "true" : "false",
 						 (state & BM_VALID) ? "true" : "false", (long long) data,
-						 BUF_STATE_GET_REFCOUNT(state));
+						 BUF_STATE_GET_REFCOUNT(state), zero_page ? "true" : "false");
 		/* The caller's pin: held until the consumer releases it (rsp_release or the next call). */
 		rsp_held_add(buf);
 	}
@@ -765,4 +773,37 @@ rsp_extend(PG_FUNCTION_ARGS)
 	initStringInfo(&s);
 	appendStringInfo(&s, "{\"first\":%u,\"nblocks\":%u}", first, now);
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(s.data, s.len));
+}
+
+/*
+ * The pins on blocks first .. last of a relation's main fork, from the shared descriptors,
+ * whether or not the pages are valid (pg_buffercache shows nothing of a page being read in):
+ * the harness sees from another session when a stream pins a block another backend is reading.
+ */
+Datum
+rsp_pins(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	int64		first = PG_GETARG_INT64(1);
+	int64		last = PG_GETARG_INT64(2);
+	Relation	rel;
+	int64		pins = 0;
+
+	rel = relation_open(relid, AccessShareLock);
+	for (int i = 0; i < NBuffers; i++)
+	{
+		BufferDesc *desc = GetBufferDescriptor(i);
+		uint32		state = pg_atomic_read_u32(&desc->state);
+
+		if (!(state & BM_TAG_VALID) || BUF_STATE_GET_REFCOUNT(state) == 0)
+			continue;
+		if (!BufTagMatchesRelFileLocator(&desc->tag, &rel->rd_locator) ||
+			BufTagGetForkNum(&desc->tag) != MAIN_FORKNUM)
+			continue;
+		if ((int64) desc->tag.blockNum < first || (int64) desc->tag.blockNum > last)
+			continue;
+		pins += BUF_STATE_GET_REFCOUNT(state);
+	}
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_INT64(pins);
 }
