@@ -74,6 +74,7 @@ from .scanops import NOT_OFFERED, SERVER_VARIANTS, OpContext, ServerOp, server_o
 from .scratch import ScratchDatabase
 from .server import PgServer, build_bindir
 from .settings import ServerSettings, SessionSettings
+from .stream_faults import io_method_problem
 
 __all__ = ["PostgresImplementation", "ScanTiming", "server_settings_for", "session_settings_for"]
 
@@ -611,6 +612,9 @@ class PostgresImplementation:
                 why = unsupported_fault(fault)
                 if why is not None:
                     raise UnsupportedLayout(f"ScanRequest.faults: {fault.kind} fault: {why}")
+            problem = io_method_problem(getattr(request.settings, "io_method", None))
+            if plan.faults and problem is not None:
+                raise UnsupportedLayout(f"ScanRequest.faults: {problem}")
 
     def _cancel_after(self, request: ScanRequest) -> int | None:
         if request.cancel_after_buffers is not None:

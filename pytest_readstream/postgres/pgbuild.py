@@ -136,7 +136,10 @@ def meson_options(options: BuildOptions) -> list[str]:
         f"-Dinjection_points={'true' if options.injection_points else 'false'}",
         "-Dssl=none",
         "-Duuid=none",
-        # The run path is relative (below), so the install runs from a copy too.
+        # The run path is relative, so the install runs from a copy too; and libdir is plain
+        # lib (meson's default on Debian is lib/x86_64-linux-gnu, which the run path would miss,
+        # and initdb would load the system's libpq instead of its own).
+        "-Dlibdir=lib",
         "-Drpath=false",
         "-Dc_link_args=-Wl,-rpath,$ORIGIN/../lib",
     ]

@@ -374,7 +374,7 @@ class RemoteStreams:
                 "another backend's I/O started at a chosen time (ForeignIO) cannot be staged on the server"
             )
         if getattr(faults, "faults", None):
-            why = self.faults.why_not(faults)
+            why = self.faults.why_not(faults, getattr(backend.settings, "io_method", None))
             if why is not None:
                 raise StreamUnavailable(why)
         if self.faults.plan is not faults:

@@ -29,9 +29,24 @@ import psycopg
 
 from .faults import rule_for_fault, unsupported_fault
 
-__all__ = ["StreamFaults", "read_error"]
+__all__ = ["StreamFaults", "io_method_problem", "read_error"]
 
 _READ_ERROR = re.compile(r"could not read blocks? (\d+)(?:\.\.(\d+))? in file")
+
+
+def io_method_problem(io_method: str | None) -> str | None:
+    """Why faults cannot be injected under ``io_method`` (``None``: they can).
+
+    Under ``io_uring`` the reads are submitted through the kernel's ring (``method_io_uring.c``),
+    not ``pread``/``preadv``, so the interposer never sees them; only a build with liburing
+    (``pgbuild``) gets that far.
+    """
+    if io_method == "io_uring":
+        return (
+            "io_method=io_uring reads through the kernel's ring, not pread/preadv, so the read "
+            "interposer cannot act on them (faults run under sync and worker)"
+        )
+    return None
 
 
 def read_error(err: psycopg.Error, relation: str) -> Exception | None:
@@ -73,13 +88,16 @@ class StreamFaults:
             return contextlib.nullcontext()
         return self._impl.server.faults.paused()
 
-    def why_not(self, plan: Any) -> str | None:
-        """Why ``plan``'s faults cannot be injected on the server (``None``: they can)."""
+    def why_not(self, plan: Any, io_method: str | None = None) -> str | None:
+        """Why ``plan``'s faults cannot be injected on the server under ``io_method`` (``None``: they can)."""
         if "fault-injection" not in self._impl.capabilities:
             return (
                 "the server offers no fault injection (capability 'fault-injection'): "
                 f"{self._impl.fault_injection_unavailable}"
             )
+        problem = io_method_problem(io_method)
+        if problem is not None:
+            return problem
         for fault in plan.faults:
             why = unsupported_fault(fault)
             if why is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -34,6 +35,7 @@ def test_meson_options_enable_io_uring_assertions_and_injection_points() -> None
     assert "-Dicu=disabled" in opts and "-Dreadline=disabled" in opts and "-Dssl=none" in opts
     # A relative run path: the install still runs from the copy a server user can reach.
     assert "-Drpath=false" in opts and "-Dc_link_args=-Wl,-rpath,$ORIGIN/../lib" in opts
+    assert "-Dlibdir=lib" in opts  # where that run path looks (not Debian's lib/<triplet>)
     plain = meson_options(BuildOptions(cassert=False, injection_points=False))
     assert "-Dcassert=false" in plain and "-Dinjection_points=false" in plain
 
@@ -281,6 +283,11 @@ def test_the_build_runs_io_uring_with_assertions(tmp_path: Path) -> None:
     from pytest_readstream.postgres import PgServer, ServerSettings, measure_statement
 
     assert os.access(build.bindir / "postgres", os.X_OK) and build.options.version == "18.6"
+    if shutil.which("ldd"):
+        # initdb loads the build's own libpq (relative run path), not a system one.
+        out = subprocess.run(["ldd", str(build.bindir / "initdb")], capture_output=True, text=True).stdout
+        libpq = [line for line in out.splitlines() if "libpq" in line]
+        assert libpq and str(build.prefix) in libpq[0], out
     with PgServer.from_bindir(
         build.bindir, tmp_path, settings=ServerSettings(io_method="io_uring")
     ) as server:
@@ -291,3 +298,16 @@ def test_the_build_runs_io_uring_with_assertions(tmp_path: Path) -> None:
             assert s.execute("SHOW debug_assertions") == [("on",)]
             m = measure_statement(s, "SELECT count(*) FROM t", ["t"])
         assert m.io.total().reads >= 1  # the evicted table was read back through io_uring
+
+
+def test_faults_under_io_uring_are_a_reason_not_an_error() -> None:
+    """Only a build with liburing gets a stream with faults as far as io_uring: the interposer
+    sees no read there, so the stream is refused with this reason (a skip) before it starts."""
+    pytest.importorskip("psycopg", reason="the server harness needs the postgres extra (psycopg)")
+    from pytest_readstream.postgres.stream_faults import io_method_problem
+
+    assert io_method_problem("io_uring") == (
+        "io_method=io_uring reads through the kernel's ring, not pread/preadv, so the read "
+        "interposer cannot act on them (faults run under sync and worker)"
+    )
+    assert [io_method_problem(m) for m in ("sync", "worker", None)] == [None, None, None]
