@@ -88,16 +88,13 @@ class StreamFaults:
             return contextlib.nullcontext()
         return self._impl.server.faults.paused()
 
-    def why_not(self, plan: Any, io_method: str | None = None) -> str | None:
-        """Why ``plan``'s faults cannot be injected on the server under ``io_method`` (``None``: they can)."""
+    def why_not(self, plan: Any) -> str | None:
+        """Why ``plan``'s faults cannot be injected on the server (``None``: they can)."""
         if "fault-injection" not in self._impl.capabilities:
             return (
                 "the server offers no fault injection (capability 'fault-injection'): "
                 f"{self._impl.fault_injection_unavailable}"
             )
-        problem = io_method_problem(io_method)
-        if problem is not None:
-            return problem
         for fault in plan.faults:
             why = unsupported_fault(fault)
             if why is not None:

@@ -9,6 +9,7 @@ refusals of the plugin and the command. The last test uses the build when an ear
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -311,3 +312,27 @@ def test_faults_under_io_uring_are_a_reason_not_an_error() -> None:
         "interposer cannot act on them (faults run under sync and worker)"
     )
     assert [io_method_problem(m) for m in ("sync", "worker", None)] == [None, None, None]
+
+
+@pytest.mark.postgres
+def test_the_stream_families_run_io_uring_on_the_build(tmp_path: Path) -> None:
+    """On the cached build the io_uring cases of the stream families run (none skips for want of
+    io_uring) and none fails; those with a fault plan are skipped with the interposer's reason."""
+    if find_build(BuildOptions()) is None:
+        pytest.skip("no PostgreSQL built from source in the cache (make one with: readstream pg-build)")
+    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+    cmd = [
+        sys.executable, "-m", "pytest", "--pyargs",
+        "readstream_conformance.test_reads", "readstream_conformance.test_faults",
+        "--readstream-impl=postgres", "--readstream-pg-build", "--readstream-pg-fetch-source", "--readstream-seed=1",
+        "--readstream-xfails=postgresql-18-faults",
+        "-p", "no:cacheprovider", "-q", "-rs", f"--basetemp={tmp_path / 'basetemp'}",
+    ]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    tail = out.stdout[-4000:] + out.stderr[-2000:]
+    assert out.returncode == 0, tail
+    skipped = [line for line in out.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert not [line for line in skipped if "cannot set io_method = 'io_uring'" in line], tail
+    assert [line for line in skipped if "io_method=io_uring reads through the kernel's ring" in line], tail
+    summary = re.search(r"(\d+) passed", out.stdout)
+    assert summary is not None and int(summary.group(1)) >= 60, tail
