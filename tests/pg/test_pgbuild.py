@@ -70,20 +70,28 @@ def test_bad_options_are_one_line(kwargs: dict[str, object], message: str) -> No
 
 
 def _toolbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tools: tuple[str, ...]) -> None:
-    """PATH holds only ``tools`` (links to the real ones; skip if one is not here), and no
-    program is found beside this Python either."""
+    """PATH holds only ``tools``, and no program is found beside this Python either.
+
+    Each is the real program when it is installed, else a stand-in: the build's checks only look
+    a program up or read the first line of its ``--version`` (a stand-in ``pkg-config`` knows no
+    package, as a real one without liburing-dev), so the tests run on a machine with none of them.
+    """
     box = tmp_path / "bin"
     box.mkdir()
     for name in tools:
         real = pgbuild._which(name)
-        if real is None:
-            pytest.skip(f"{name} is not installed here, so its absence cannot be told from another's")
-        (box / name).symlink_to(real)
+        if real is not None:
+            (box / name).symlink_to(real)
+            continue
+        body = "exit 1" if name == "pkg-config" else f"echo '{name} (stand-in) 1.0'"
+        (box / name).write_text(f"#!/bin/sh\n{body}\n")
+        (box / name).chmod(0o755)
     monkeypatch.setenv("PATH", str(box))
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python-here" / "python"))
 
 
+#: In the order the build looks for them: a test of one missing needs only those before it.
 _ALL = ("meson", "ninja", "bison", "flex", "perl", "cc", "pkg-config")
 
 
@@ -101,7 +109,7 @@ _ALL = ("meson", "ninja", "bison", "flex", "perl", "cc", "pkg-config")
 def test_a_missing_tool_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str, message: str
 ) -> None:
-    _toolbox(tmp_path, monkeypatch, tuple(t for t in _ALL if t != missing))
+    _toolbox(tmp_path, monkeypatch, _ALL[: _ALL.index(missing)])
     with pytest.raises(PgBuildUnavailable, match=r"^cannot build PostgreSQL.*" + message) as err:
         ensure_build(cache_dir=tmp_path / "cache")
     assert "\n" not in str(err.value)
@@ -264,7 +272,7 @@ def test_command_check_finds_no_build_in_an_empty_cache(
 def test_command_says_in_one_line_why_it_cannot_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _toolbox(tmp_path, monkeypatch, tuple(t for t in _ALL if t != "bison"))
+    _toolbox(tmp_path, monkeypatch, _ALL[: _ALL.index("bison")])
     assert main(["pg-build"]) == 1
     err = capsys.readouterr().err.strip()
     assert (
@@ -275,7 +283,7 @@ def test_command_says_in_one_line_why_it_cannot_build(
 
 # ------------------------------------------------------------------------------ with a build
 @pytest.mark.postgres
-def test_the_build_runs_io_uring_with_assertions(tmp_path: Path) -> None:
+def test_the_build_runs_io_uring_with_assertions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The cached build (``readstream pg-build``) starts, runs io_uring and checks assertions."""
     build = find_build(BuildOptions())
     if build is None:
@@ -284,6 +292,8 @@ def test_the_build_runs_io_uring_with_assertions(tmp_path: Path) -> None:
     from pytest_readstream.postgres import PgServer, ServerSettings, measure_statement
 
     assert os.access(build.bindir / "postgres", os.X_OK) and build.options.version == "18.6"
+    assert main(["pg-build", "--check"]) == 0
+    assert capsys.readouterr().out.strip() == str(build.bindir)
     if shutil.which("ldd"):
         # initdb loads the build's own libpq (relative run path), not a system one.
         out = subprocess.run(["ldd", str(build.bindir / "initdb")], capture_output=True, text=True).stdout
