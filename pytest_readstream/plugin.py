@@ -142,8 +142,12 @@ def _load(config: pytest.Config, opts: ReadstreamOptions) -> Any:
     if opts.pg_build:
         build = _pg_build(config)
         pg_bindir = str(build.bindir)
-        if pg_fetch_source:
-            # The traced copy comes from the tree that was built: the same fetched source.
+        if (
+            pg_fetch_source
+            and (build.source / "src" / "backend" / "storage" / "aio" / "read_stream.c").is_file()
+        ):
+            # The traced copy comes from the tree that was built (the same fetched source); if
+            # that cache was removed since, the fetch of the same version happens again.
             pg_source, pg_fetch_source = str(build.source), False
     try:
         return load_implementation(
