@@ -215,10 +215,14 @@ def _find_tools() -> _Tools:
     return _Tools([meson], ninja, cc, compiler, liburing)
 
 
-def build_key(options: BuildOptions, compiler: str, liburing: str) -> str:
-    """The cache key of a build: version, meson options, compiler and liburing (16 hex digits)."""
+def build_key(options: BuildOptions, compiler: str, liburing: str, source: str = "") -> str:
+    """The cache key of a build: version, meson options, compiler and liburing (16 hex digits).
+
+    ``source`` names a tree given instead of the fetched release (``""``: the release), so that
+    a tree of one's own never takes the release's place in the cache.
+    """
     h = hashlib.sha256()
-    for part in (options.version, *meson_options(options), compiler, liburing):
+    for part in (options.version, *meson_options(options), compiler, liburing, *([source] if source else [])):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:16]
 
@@ -378,7 +382,8 @@ def ensure_build(
     say = progress or (lambda _line: None)
     tools = _find_tools()
     cache = Path(cache_dir) if cache_dir is not None else build_cache_dir()
-    name = f"postgresql-{options.version}-{build_key(options, tools.compiler, tools.liburing)}"
+    key = build_key(options, tools.compiler, tools.liburing, str(Path(source).resolve()) if source else "")
+    name = f"postgresql-{options.version}-{key}"
     prefix = cache / name
     if source is not None:
         found = source_version(source)

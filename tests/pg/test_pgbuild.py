@@ -50,8 +50,9 @@ def test_cache_key_covers_version_options_compiler_and_liburing_not_jobs() -> No
         build_key(BuildOptions(version="18.5"), "gcc 12.2", "2.3"),
         build_key(BuildOptions(), "gcc 13.1", "2.3"),
         build_key(BuildOptions(), "gcc 12.2", "2.5"),
+        build_key(BuildOptions(), "gcc 12.2", "2.3", source="/src/my-postgres"),  # not the release
     }
-    assert base not in others and len(others) == 5
+    assert base not in others and len(others) == 6
     assert len(base) == 16 and int(base, 16) >= 0
 
 
