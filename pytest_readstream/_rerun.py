@@ -79,6 +79,8 @@ def _options(config: pytest.Config) -> tuple[str, ...]:
         value = getattr(opt, dest, None)
         if value:
             out.append(f"{flag}={value}")
+    if getattr(opt, "readstream_pg_build", None):
+        out.append("--readstream-pg-build")
     return tuple(out)
 
 

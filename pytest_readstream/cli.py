@@ -15,6 +15,7 @@ Subcommands::
     readstream compare  --base BINDIR --patch BINDIR [--base-source DIR] [--patch-source DIR]
                         [--base-mutant NAME] [--patch-mutant NAME] [--scan NAME ...] [--repeat N]
                         [--json PATH]
+    readstream pg-build [--pg-version X.Y] [--no-cassert] [--no-injection-points] [--jobs N] [--check]
     readstream scans    (list every scan and its parameters)
     readstream devices  (list device profiles)
 
@@ -618,6 +619,68 @@ def _cmd_compare(argv: Sequence[str]) -> int:
     return 0 if result["same"] else 1
 
 
+def _cmd_pg_build(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="readstream pg-build",
+        description=(
+            "Build PostgreSQL from its source (Debian's upstream tarball, fetched and cached) with "
+            "liburing, assertions and injection points, into the harness's cache; print its bin/ "
+            "directory. pytest --readstream-pg-build uses the default build."
+        ),
+    )
+    p.add_argument("--pg-version", default=None, help="the release to build (default: 18.6)")
+    p.add_argument("--no-cassert", action="store_true", help="without assertions (-Dcassert=false)")
+    p.add_argument(
+        "--no-injection-points",
+        action="store_true",
+        help="without injection points (-Dinjection_points=false)",
+    )
+    p.add_argument("--jobs", type=positive_int, default=None, help="ninja's parallel jobs (default: CPUs)")
+    p.add_argument(
+        "--check", action="store_true", help="only say whether the build is in the cache (exit 1 if not)"
+    )
+    args = p.parse_args(argv)
+    from .postgres.pgbuild import DEFAULT_VERSION, BuildOptions, PgBuildUnavailable, ensure_build, find_build
+
+    try:
+        options = BuildOptions(
+            version=args.pg_version or DEFAULT_VERSION,
+            cassert=not args.no_cassert,
+            injection_points=not args.no_injection_points,
+            jobs=args.jobs,
+        )
+    except PgBuildUnavailable as err:
+        raise CliError(f"--pg-version {args.pg_version}: {err}") from None
+    if args.check:
+        found = find_build(options)
+        if found is None:
+            print(
+                f"readstream pg-build: no build of PostgreSQL {options.version} with these options in the cache"
+            )
+            return 1
+        print(found.bindir)
+        return 0
+    try:
+        build = ensure_build(
+            options, progress=lambda line: print(f"readstream pg-build: {line}", file=sys.stderr)
+        )
+    except PgBuildUnavailable as err:
+        print(f"readstream pg-build: {err}", file=sys.stderr)
+        return 1
+    print(build.bindir)
+    print(
+        f"readstream pg-build: {build.describe()}; built in {build.seconds / 60:.1f} min. Use it with "
+        + (
+            "pytest --readstream-impl=postgres --readstream-pg-build"
+            if options == BuildOptions(version=options.version, jobs=options.jobs)
+            and options.version == DEFAULT_VERSION
+            else f"pytest --readstream-impl=postgres --readstream-pg-bindir={build.bindir}"
+        ),
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _cmd_scans(argv: Sequence[str]) -> int:
     argparse.ArgumentParser(prog="readstream scans", description="List the scans of the model.").parse_args(
         argv
@@ -654,6 +717,7 @@ COMMANDS = {
     "bench": _cmd_bench,
     "oracle": _cmd_oracle,
     "compare": _cmd_compare,
+    "pg-build": _cmd_pg_build,
     "scans": _cmd_scans,
     "devices": _cmd_devices,
 }

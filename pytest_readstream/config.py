@@ -65,6 +65,7 @@ class ReadstreamOptions:
     pg_source: Path | None = None
     pg_fetch_source: bool = False
     pg_mutant: str | None = None
+    pg_build: bool = False
     announce_report: bool = True
     failures: str = "condensed"
 
@@ -84,6 +85,8 @@ class ReadstreamOptions:
             out.append("--readstream-pg-fetch-source")
         if self.pg_mutant:
             out.append(f"--readstream-pg-mutant={self.pg_mutant}")
+        if self.pg_build:
+            out.append("--readstream-pg-build")
         return tuple(out)
 
     def describe_impl_source(self) -> str:
@@ -203,6 +206,16 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="for --readstream-impl=postgres with a source: build the traced copy with this C-level mutant",
     )
+    group.addoption(
+        "--readstream-pg-build",
+        dest="readstream_pg_build",
+        action="store_true",
+        default=None,
+        help=(
+            "for --readstream-impl=postgres: run a PostgreSQL 18.6 built from source with liburing, "
+            "assertions and injection points (built once into the cache; needs the [pgbuild] extra)"
+        ),
+    )
     parser.addini("readstream_impl", "implementation under test (see --readstream-impl)", default="")
     parser.addini("readstream_seed", "seed for every random choice (see --readstream-seed)", default="")
     parser.addini("readstream_report", "JSON report path, relative to the ini file", default="")
@@ -235,6 +248,12 @@ def add_options(parser: pytest.Parser) -> None:
         default=False,
     )
     parser.addini("readstream_pg_mutant", "C-level mutant of the traced read_stream.c copy", default="")
+    parser.addini(
+        "readstream_pg_build",
+        "run a PostgreSQL built from source (see --readstream-pg-build)",
+        type="bool",
+        default=False,
+    )
 
 
 def _ini_str(config: pytest.Config, name: str) -> str | None:
@@ -401,6 +420,33 @@ def _check_source_options(
     # server harness).
 
 
+def _check_build_options(
+    impl: str, pg_dsn: str | None, pg_bindir: str | None, pg_source: Path | None, pg_build: bool
+) -> None:
+    """Refuse at start what cannot go with a build from source, each in one line."""
+    if not pg_build:
+        return
+    if impl != "postgres":
+        raise pytest.UsageError(
+            f"--readstream-pg-build needs --readstream-impl=postgres (the implementation is {impl})"
+        )
+    if pg_dsn:
+        raise pytest.UsageError(
+            "give either --readstream-pg-build (a server built from source) or --readstream-pg-dsn, not both"
+        )
+    if pg_bindir:
+        raise pytest.UsageError(
+            f"give either --readstream-pg-build (a server built from source) or --readstream-pg-bindir "
+            f"{pg_bindir}, not both"
+        )
+    if pg_source is not None:
+        raise pytest.UsageError(
+            f"--readstream-pg-build builds the fetched source of the embedded server's version; to trace "
+            f"its read_stream.c add --readstream-pg-fetch-source, not --readstream-pg-source {pg_source} "
+            "(a build of your own tree: give its bin/ with --readstream-pg-bindir)"
+        )
+
+
 def resolve_options(config: pytest.Config) -> ReadstreamOptions:
     """Read every source once and build the run's :class:`ReadstreamOptions`."""
     impl, impl_source = _impl(config)
@@ -417,6 +463,10 @@ def resolve_options(config: pytest.Config) -> ReadstreamOptions:
     if fetch is None:
         fetch = bool(config.getini("readstream_pg_fetch_source"))
     pg_mutant = _optional_str(config, "readstream_pg_mutant", "readstream_pg_mutant")
+    pg_build = config.getoption("readstream_pg_build")
+    if pg_build is None:
+        pg_build = bool(config.getini("readstream_pg_build"))
+    _check_build_options(impl, pg_dsn, pg_bindir, pg_source, bool(pg_build))
     _check_source_options(impl, pg_dsn, pg_bindir, pg_source, bool(fetch), pg_mutant)
     return ReadstreamOptions(
         impl=impl,
@@ -431,6 +481,7 @@ def resolve_options(config: pytest.Config) -> ReadstreamOptions:
         pg_source=pg_source,
         pg_fetch_source=bool(fetch),
         pg_mutant=pg_mutant,
+        pg_build=bool(pg_build),
         announce_report=bool(config.getini("readstream_report_announce")),
         failures=_failures(config),
     )

@@ -36,6 +36,7 @@ __all__ = [
     "ImplementationNotFound",
     "ReferenceImplementation",
     "available_names",
+    "build_postgres_from_source",
     "load_implementation",
     "capabilities_for",
 ]
@@ -189,6 +190,26 @@ def _load_postgres(given: str, pg_dsn: str | None, pg_bindir: str | None, source
     # Only when given, so a user's replacement class without these parameters keeps working.
     kwargs.update({k: v for k, v in source.items() if v})
     return _instantiate(_import_target(_POSTGRES_TARGET, given), given, kwargs)
+
+
+def build_postgres_from_source(progress: Callable[[str], None]) -> Any:
+    """The default build from source of ``postgres.pgbuild`` (``--readstream-pg-build``), built
+    once and cached; ``progress`` gets one line per step. Anything missing (the postgres extra,
+    meson, liburing, ...) raises :class:`ImplementationNotFound` with one line.
+
+    The server harness is imported here, by name, like the ``postgres`` implementation itself,
+    so that the plugin does not import it.
+    """
+    for extra in _EXTRA_MODULES:
+        if importlib.util.find_spec(extra) is None:
+            raise ImplementationNotFound(
+                f"the postgres extra is not installed (module {extra!r}): pip install 'pytest-readstream[postgres]'"
+            )
+    pgbuild = importlib.import_module("pytest_readstream.postgres.pgbuild")
+    try:
+        return pgbuild.ensure_build(progress=progress)
+    except pgbuild.PgBuildUnavailable as err:
+        raise ImplementationNotFound(str(err)) from None
 
 
 def _load_mutant(given: str) -> Any:

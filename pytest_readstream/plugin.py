@@ -136,13 +136,26 @@ def _load(config: pytest.Config, opts: ReadstreamOptions) -> Any:
     # A module named on the command line is looked for where the user typed the command, then
     # in the rootdir (an xdist worker gets the controller's invocation directory).
     search_dirs = [config.invocation_params.dir, config.rootpath]
+    pg_bindir = opts.pg_bindir
+    pg_source = str(opts.pg_source) if opts.pg_source is not None else None
+    pg_fetch_source = opts.pg_fetch_source
+    if opts.pg_build:
+        build = _pg_build(config)
+        pg_bindir = str(build.bindir)
+        if (
+            pg_fetch_source
+            and (build.source / "src" / "backend" / "storage" / "aio" / "read_stream.c").is_file()
+        ):
+            # The traced copy comes from the tree that was built (the same fetched source); if
+            # that cache was removed since, the fetch of the same version happens again.
+            pg_source, pg_fetch_source = str(build.source), False
     try:
         return load_implementation(
             opts.impl,
             pg_dsn=opts.pg_dsn,
-            pg_bindir=opts.pg_bindir,
-            pg_source=str(opts.pg_source) if opts.pg_source is not None else None,
-            pg_fetch_source=opts.pg_fetch_source,
+            pg_bindir=pg_bindir,
+            pg_source=pg_source,
+            pg_fetch_source=pg_fetch_source,
             pg_mutant=opts.pg_mutant,
             search_dirs=search_dirs,
         )
@@ -151,6 +164,28 @@ def _load(config: pytest.Config, opts: ReadstreamOptions) -> Any:
         raise pytest.UsageError(
             f"--readstream-impl={opts.impl} (from {opts.describe_impl_source()}): {text}"
         ) from None
+
+
+def _pg_build(config: pytest.Config) -> Any:
+    """The server built from source (``--readstream-pg-build``), built now if it is not cached.
+
+    The controller builds, with one progress line per step on stderr, before any worker starts;
+    the workers find the build in the cache (they would wait on its lock otherwise). Anything
+    missing is one line and exit 4, before any test runs: the user asked for this build.
+    """
+    from .implementations import ImplementationNotFound, build_postgres_from_source
+
+    is_worker = hasattr(config, "workerinput")
+
+    def say(line: str) -> None:
+        if not is_worker:
+            sys.stderr.write(f"readstream pg-build: {line}\n")
+            sys.stderr.flush()
+
+    try:
+        return build_postgres_from_source(say)
+    except ImplementationNotFound as err:
+        raise pytest.UsageError(f"--readstream-pg-build: {err}") from None
 
 
 def _check_server_options(config: pytest.Config, opts: ReadstreamOptions, impl: Any, is_worker: bool) -> None:

@@ -75,6 +75,7 @@ from .scanops import NOT_OFFERED, SERVER_VARIANTS, OpContext, ServerOp, server_o
 from .scratch import ScratchDatabase
 from .server import PgServer, build_bindir
 from .settings import ServerSettings, SessionSettings
+from .stream_faults import io_method_problem
 
 __all__ = ["PostgresImplementation", "ScanTiming", "server_settings_for", "session_settings_for"]
 
@@ -661,6 +662,9 @@ class PostgresImplementation:
                 why = unsupported_fault(fault, data_checksums=self.data_checksums)
                 if why is not None:
                     raise UnsupportedLayout(f"ScanRequest.faults: {fault.kind} fault: {why}")
+            problem = io_method_problem(getattr(request.settings, "io_method", None))
+            if plan.faults and problem is not None:
+                raise UnsupportedLayout(f"ScanRequest.faults: {problem}")
 
     def _check_foreign_ios(self, request: ScanRequest, fios: list[Any]) -> None:
         """Refuse the ``ForeignIO`` a server cannot stage as the model starts it (``foreign_io``)."""

@@ -30,12 +30,27 @@ import psycopg
 
 from .faults import IoRule, Latency, rule_for_fault, unsupported_fault
 
-__all__ = ["StreamFaults", "read_error"]
+__all__ = ["StreamFaults", "io_method_problem", "read_error"]
 
 _READ_ERROR = re.compile(r"could not read blocks? (\d+)(?:\.\.(\d+))? in file")
 # buffer_readv_report (bufmgr.c): one page, or several with the first named in the detail.
 _INVALID_PAGE = re.compile(r"invalid page in block (\d+) of relation")
 _FIRST_INVALID = re.compile(r"Block (\d+) held the first invalid page")
+
+
+def io_method_problem(io_method: str | None) -> str | None:
+    """Why faults cannot be injected under ``io_method`` (``None``: they can).
+
+    Under ``io_uring`` the reads are submitted through the kernel's ring (``method_io_uring.c``),
+    not ``pread``/``preadv``, so the interposer never sees them; only a build with liburing
+    (``pgbuild``) gets that far.
+    """
+    if io_method == "io_uring":
+        return (
+            "io_method=io_uring reads through the kernel's ring, not pread/preadv, so the read "
+            "interposer cannot act on them (faults run under sync and worker)"
+        )
+    return None
 
 
 def read_error(err: psycopg.Error, relation: str) -> Exception | None:
