@@ -48,7 +48,7 @@ import psycopg
 from .errors import PgHarnessError
 from .foreign_io import ForeignRead, ForeignReads
 from .probe_build import ProbeInstall
-from .stream_faults import StreamFaults, io_method_problem, read_error
+from .stream_faults import StreamFaults, read_error
 
 __all__ = ["RemoteStreams", "RemoteStream", "ServerObservation", "StreamUnavailable", "ProbeReport"]
 
@@ -449,8 +449,8 @@ class RemoteStreams:
             raise StreamUnavailable("PostgreSQL 18 has no read_stream_pause (capability 'pause-resume')")
         self.impl.configure(backend.settings)
         # Only a server that runs io_uring (a build with liburing) gets here with it.
-        why_not_io = (
-            io_method_problem(backend.settings.io_method) if getattr(faults, "faults", None) else None
+        why_not_io = self.faults.why_not_io_method(
+            backend.settings, faults=bool(getattr(faults, "faults", None)), held=bool(held)
         )
         if why_not_io is not None:
             raise StreamUnavailable(why_not_io)

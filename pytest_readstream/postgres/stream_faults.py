@@ -47,8 +47,8 @@ def io_method_problem(io_method: str | None) -> str | None:
     """
     if io_method == "io_uring":
         return (
-            "io_method=io_uring reads through the kernel's ring, not pread/preadv, so the read "
-            "interposer cannot act on them (faults run under sync and worker)"
+            "io_method=io_uring reads without pread/preadv (through the kernel's ring), so the "
+            "read interposer cannot act on them (faults run under sync and worker)"
         )
     return None
 
@@ -108,11 +108,6 @@ class StreamFaults:
                 "the server offers no fault injection (capability 'fault-injection'): "
                 f"{self._impl.fault_injection_unavailable}"
             )
-        if settings.io_method == "io_uring":
-            return (
-                "io_method=io_uring reads without pread/preadv, so the read interposer cannot act "
-                "on the stream's reads; use io_method sync or worker"
-            )
         for fault in plan.faults:
             why = unsupported_fault(fault, data_checksums=self._impl.data_checksums)
             if why is not None:
@@ -130,12 +125,20 @@ class StreamFaults:
                 "another backend's I/O in progress is a read the interposer holds, and the server "
                 f"offers no fault injection (capability 'fault-injection'): {self._impl.fault_injection_unavailable}"
             )
-        if settings.io_method == "io_uring":
-            return (
-                "another backend's I/O in progress is a read the interposer holds, and io_method=io_uring "
-                "reads without pread/preadv; use io_method sync or worker"
-            )
         return None
+
+    @staticmethod
+    def why_not_io_method(settings: Any, *, faults: bool, held: bool) -> str | None:
+        """Why the interposer cannot act under ``settings.io_method`` (``None``: it can).
+
+        Asked only after the server took the settings, so that a build without io_uring gives
+        that reason first (it is the one a user can act on)."""
+        if not (faults or held):
+            return None
+        why = io_method_problem(settings.io_method)
+        if why is not None and held:
+            return f"another backend's I/O in progress is a read the interposer holds, and {why}"
+        return why
 
     def install(
         self, plan: Any, mirrored: dict[str, str], held: tuple[tuple[str, int, int, bool], ...] = ()

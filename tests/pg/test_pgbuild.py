@@ -316,13 +316,24 @@ def test_faults_under_io_uring_are_a_reason_not_an_error() -> None:
     """Only a build with liburing gets a stream with faults as far as io_uring: the interposer
     sees no read there, so the stream is refused with this reason (a skip) before it starts."""
     pytest.importorskip("psycopg", reason="the server harness needs the postgres extra (psycopg)")
-    from pytest_readstream.postgres.stream_faults import io_method_problem
+    from types import SimpleNamespace
+
+    from pytest_readstream.postgres.stream_faults import StreamFaults, io_method_problem
 
     assert io_method_problem("io_uring") == (
-        "io_method=io_uring reads through the kernel's ring, not pread/preadv, so the read "
-        "interposer cannot act on them (faults run under sync and worker)"
+        "io_method=io_uring reads without pread/preadv (through the kernel's ring), so the "
+        "read interposer cannot act on them (faults run under sync and worker)"
     )
     assert [io_method_problem(m) for m in ("sync", "worker", None)] == [None, None, None]
+    uring, worker = SimpleNamespace(io_method="io_uring"), SimpleNamespace(io_method="worker")
+    why = StreamFaults.why_not_io_method
+    assert why(uring, faults=False, held=False) is None  # no fault, nothing for the interposer
+    assert why(worker, faults=True, held=True) is None
+    assert why(uring, faults=True, held=False) == io_method_problem("io_uring")
+    held = why(uring, faults=False, held=True)
+    assert held is not None and held.startswith(
+        "another backend's I/O in progress is a read the interposer holds"
+    )
 
 
 @pytest.mark.postgres
@@ -344,6 +355,6 @@ def test_the_stream_families_run_io_uring_on_the_build(tmp_path: Path) -> None:
     assert out.returncode == 0, tail
     skipped = [line for line in out.stdout.splitlines() if line.startswith("SKIPPED")]
     assert not [line for line in skipped if "cannot set io_method = 'io_uring'" in line], tail
-    assert [line for line in skipped if "io_method=io_uring reads through the kernel's ring" in line], tail
+    assert [line for line in skipped if "io_method=io_uring reads without pread/preadv" in line], tail
     summary = re.search(r"(\d+) passed", out.stdout)
     assert summary is not None and int(summary.group(1)) >= 60, tail
