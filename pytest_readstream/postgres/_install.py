@@ -93,6 +93,18 @@ def _parts(install: Path) -> list[tuple[Path, Path]]:
     return parts
 
 
+def make_readable(tree: Path) -> None:
+    """Directories 0755 and files 0644/0755: a server user may read what root built or copied."""
+    for root, dirs, files in os.walk(tree):
+        for name in dirs:
+            (Path(root) / name).chmod(0o755)
+        for name in files:
+            path = Path(root) / name
+            if not path.is_symlink():
+                path.chmod(0o755 if os.access(path, os.X_OK) else 0o644)
+    tree.chmod(0o755)
+
+
 def _publish_copy(install: Path, target: Path) -> None:
     """Copy ``install`` to a staging directory and rename it to ``target``; a racing
     worker's copy that was published first is kept."""
@@ -100,14 +112,7 @@ def _publish_copy(install: Path, target: Path) -> None:
     try:
         for source, place in _parts(install):
             shutil.copytree(source, staging / place, symlinks=True, ignore=shutil.ignore_patterns("include"))
-        for root, dirs, files in os.walk(staging):
-            for name in dirs:
-                (Path(root) / name).chmod(0o755)
-            for name in files:
-                path = Path(root) / name
-                if not path.is_symlink():
-                    path.chmod(0o755 if os.access(path, os.X_OK) else 0o644)
-        staging.chmod(0o755)
+        make_readable(staging)
         try:
             staging.rename(target)
         except OSError:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ._filelock import exclusive_lock
+from ._install import make_readable
 from .errors import PgNotAvailable
 from .pgsource import PgSourceUnavailable, fetch_source, source_version
 
@@ -353,18 +354,6 @@ class _NinjaProgress:
             self._say(f"compiling: {done}/{total} steps ({tenth * 10}%)")
 
 
-def _make_readable(tree: Path) -> None:
-    """Directories 0755 and files 0644/0755: a server user may read what root built."""
-    for root, dirs, files in os.walk(tree):
-        for name in dirs:
-            (Path(root) / name).chmod(0o755)
-        for name in files:
-            path = Path(root) / name
-            if not path.is_symlink():
-                path.chmod(0o755 if os.access(path, os.X_OK) else 0o644)
-    tree.chmod(0o755)
-
-
 def ensure_build(
     options: BuildOptions | None = None,
     *,
@@ -476,7 +465,7 @@ def _build(
             "seconds": round(seconds, 1),
         }
         (installed / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        _make_readable(installed)
+        make_readable(installed)
         if prefix.exists():
             shutil.rmtree(prefix)  # an unfinished leftover without a manifest
         os.replace(installed, prefix)

@@ -60,6 +60,17 @@ def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def ip_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+    """A server of the test module started with the read interposer (skips without a C compiler)."""
+    try:
+        server = PgServer.embedded(tmp_path_factory.mktemp("pg-interpose"), interpose=True)
+    except PgNotAvailable as err:
+        pytest.skip(f"no PostgreSQL 18 with the read interposer here: {err}")
+    with server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def pg_source_tree(request: pytest.FixtureRequest) -> Path:
     """The embedded server's source tree: ``--readstream-pg-source``, a fetch when

@@ -34,17 +34,6 @@ _METHODS = ["sync", "worker"]
 
 
 @pytest.fixture(scope="module")
-def ip_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    """A server of this module started with the interposer (skips without a C compiler)."""
-    try:
-        server = PgServer.embedded(tmp_path_factory.mktemp("pg-interpose"), interpose=True)
-    except PgNotAvailable as err:
-        pytest.skip(f"no PostgreSQL 18 with the read interposer here: {err}")
-    with server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def ip_db(ip_server: PgServer) -> ScratchDatabase:
     db = ip_server.scratch_database(label="interpose")
     db.create_wide_table("t", _PAGES)

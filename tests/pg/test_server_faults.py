@@ -24,7 +24,6 @@ import pytest
 
 from conformance._harness import BlockSource, StreamDriver
 from pytest_readstream.postgres import (
-    PgNotAvailable,
     PgServer,
     PgSettingUnavailable,
     ScratchDatabase,
@@ -37,17 +36,6 @@ pytestmark = pytest.mark.postgres
 
 _PAGES = 12
 _BAD = 3
-
-
-@pytest.fixture(scope="module")
-def ip_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    """A server of this module started with the interposer (skips without a C compiler)."""
-    try:
-        server = PgServer.embedded(tmp_path_factory.mktemp("pg-faults"), interpose=True)
-    except PgNotAvailable as err:
-        pytest.skip(f"no PostgreSQL 18 with the read interposer here: {err}")
-    with server:
-        yield server
 
 
 @pytest.fixture(scope="module")
