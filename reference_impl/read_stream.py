@@ -339,7 +339,7 @@ class ReadStream:
                 if self.pinned_buffers > 0:
                     flags |= READ_BUFFERS_ISSUE_ADVICE
 
-        buffer_limit = min(self.backend.get_additional_pin_limit(), _INT16_MAX)
+        buffer_limit = min(self._get_additional_pin_limit(), _INT16_MAX)
         buffer_limit = min(buffer_limit + self.forwarded_buffers, _INT16_MAX)
         if buffer_limit == 0 and self.pinned_buffers == 0:
             buffer_limit = 1
@@ -413,6 +413,10 @@ class ReadStream:
         if held > st.max_pinned:
             st.max_pinned = held
         return True
+
+    def _get_additional_pin_limit(self) -> int:
+        """``GetAdditionalPinLimit()``, asked once per read the stream starts."""
+        return self.backend.get_additional_pin_limit()
 
     def _decay_after_hit(self) -> None:
         """A started read needed no I/O: PostgreSQL 18 shrinks the distance by one."""

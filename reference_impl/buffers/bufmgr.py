@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ModelUsageError, NoUnpinnedBuffers, PinLeakError, QueryCanceled
+from ..errors import ModelUsageError, NoUnpinnedBuffers, PgError, PinLeakError, QueryCanceled
+from ..observer import ReadPathObserver, combine
 from ..stats import BackendStats, ReadRecord, RelationStats
 from ..storage.relation import FORK_NAMES, RELSEG_SIZE, ForkNumber, Relation
 from .pool import (
@@ -147,6 +148,29 @@ class Backend:
         # Heuristic read-ahead for unstreamed reads (``reference_impl.readahead``), off unless
         # asked for: an object with ``on_read_buffer(backend, rel, fork, block, strategy)``.
         self.readahead: Any = None
+        # Read-path observers (reference_impl.observer): none, one, or a fan-out to several.
+        self._observers: tuple[ReadPathObserver, ...] = ()
+        self._observer: ReadPathObserver | None = None
+
+    # ------------------------------------------------------------------------------ observers
+    def add_observer(self, observer: ReadPathObserver) -> None:
+        """Attach ``observer`` to this backend's read path (see :mod:`reference_impl.observer`)."""
+        if not isinstance(observer, ReadPathObserver):
+            raise ModelUsageError(f"{observer!r} is not a ReadPathObserver")
+        if observer not in self._observers:
+            self._observers = (*self._observers, observer)
+            self._observer = combine(self._observers)
+
+    def remove_observer(self, observer: ReadPathObserver) -> None:
+        """Detach ``observer`` (nothing happens if it is not attached)."""
+        if observer in self._observers:
+            self._observers = tuple(o for o in self._observers if o is not observer)
+            self._observer = combine(self._observers)
+
+    @property
+    def observers(self) -> tuple[ReadPathObserver, ...]:
+        """The attached observers, in the order they hear each event."""
+        return self._observers
 
     # ------------------------------------------------------------------------------ time
     @property
@@ -320,11 +344,14 @@ class Backend:
         tag = pool.tag[buf]
         rf = tag >> 32  # Relation.split_tag, inlined: (relid << 2 | fork, block)
         storage = self.storage
-        done = storage.write(storage._by_id[rf >> 2], rf & 3, tag & 0xFFFFFFFF, self.clock.now)
+        t0 = self.clock.now
+        done = storage.write(storage._by_id[rf >> 2], rf & 3, tag & 0xFFFFFFFF, t0)
         self.stats.io[context].writes += 1
         self.stats.shared_blks_written += 1
         pool.flags[buf] &= ~BM_DIRTY
         self.clock.wait_until(done)
+        if self._observer is not None:
+            self._observer.buffer_flushed(self, buf, context, t0, self.clock.now)
 
     def _unpin(self, buf: int) -> None:
         if self.refs.unpin(buf):
@@ -332,6 +359,8 @@ class Backend:
 
     def release_buffer(self, buf: int) -> None:
         """``ReleaseBuffer``."""
+        if self._observer is not None:
+            self._observer.buffer_released(self, buf)
         refs = self.refs
         i = refs.pos.get(buf)
         if i is not None:
@@ -415,6 +444,30 @@ class Backend:
         flags: int,
         *,
         allow_forwarding: bool = True,
+    ) -> tuple[int, bool]:
+        """``StartReadBuffers``: returns (blocks accepted, wait needed); see
+        :meth:`_start_read_buffers`. Observers hear ``read_buffers_starting`` and
+        ``read_buffers_started`` around it."""
+        obs = self._observer
+        if obs is None:
+            return self._start_read_buffers(op, buffers, index, blocknum, nblocks, flags, allow_forwarding)
+        t0 = self.clock.now
+        obs.read_buffers_starting(self, op, buffers, index, blocknum, nblocks, flags, allow_forwarding)
+        got, need_wait = self._start_read_buffers(
+            op, buffers, index, blocknum, nblocks, flags, allow_forwarding
+        )
+        obs.read_buffers_started(self, op, buffers, index, blocknum, nblocks, flags, got, need_wait, t0)
+        return got, need_wait
+
+    def _start_read_buffers(
+        self,
+        op: ReadBuffersOperation,
+        buffers: list[int],
+        index: int,
+        blocknum: int,
+        nblocks: int,
+        flags: int,
+        allow_forwarding: bool,
     ) -> tuple[int, bool]:
         """``StartReadBuffers``: returns (blocks accepted, wait needed).
 
@@ -724,6 +777,7 @@ class Backend:
             bool(flags & READ_BUFFERS_ZERO_ON_ERROR) or self._zero_damaged,
             bool(flags & READ_BUFFERS_IGNORE_CHECKSUM_FAILURES) or self._ignore_checksum,
         )
+        ioh.backend = self
         pool.register_io(ioh)
         st = self.stats
         ctx = st.io[op.context]
@@ -757,6 +811,8 @@ class Backend:
             ioh.record = rec
             log.append(rec)
         op.ioh = ioh
+        if self._observer is not None:
+            self._observer.io_issued(self, ioh)
         if executes_now:
             # The backend performs the read itself: it is blocked until the data is there.
             # Other backends that find the buffers I/O-in-progress meanwhile wait for it
@@ -770,8 +826,27 @@ class Backend:
         """``WaitReadBuffers``: wait for (or, under ``sync``, perform) the read; raise its error.
 
         Returns whether the backend had to block (master's return value): an I/O still in
-        flight, or one it had to perform itself.
+        flight, or one it had to perform itself. Observers hear ``read_buffers_waiting`` and
+        ``read_buffers_waited`` around it.
         """
+        obs = self._observer
+        if obs is None:
+            return self._wait_read_buffers(op)
+        t0 = self.clock.now
+        obs.read_buffers_waiting(self, op)
+        needed = False
+        error: PgError | None = None
+        try:
+            needed = self._wait_read_buffers(op)
+        except PgError as exc:
+            error = exc
+            raise
+        finally:
+            obs.read_buffers_waited(self, op, t0, self.clock.now, needed, error)
+        return needed
+
+    def _wait_read_buffers(self, op: ReadBuffersOperation) -> bool:
+        """The body of :meth:`wait_read_buffers`."""
         pool = self.pool
         needed_wait = False
         while True:

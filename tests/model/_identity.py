@@ -12,7 +12,9 @@ then every physical read (``["read", ...]`` with its submit and completion times
 distance history and waits, every statistic (``pg_stat_io`` by context, per relation, buffer
 usage, stream statistics), the scan's result, and the whole shared pool at the end (tag, flags,
 usage and pin count of every buffer, the clock hand, the free list). The events are taken from
-the model's observer interface (``reference_impl.observer``).
+the model's observer interface (``reference_impl.observer``); the stored traces were
+recorded by wrapping the backend's methods before that interface existed, so the test also
+proves that the observer sees exactly what the wrappers saw.
 
 ``tests/model/identity/*.json.gz`` hold the traces the model produced before its read path was
 restructured; ``tests/model/test_identity_traces.py`` regenerates each and compares it event by
@@ -38,6 +40,7 @@ from reference_impl import (
     INVALID_BUFFER,
     BlockRangeReadStreamPrivate,
     Instance,
+    ReadPathObserver,
     Settings,
     begin_stream,
     block_range_read_stream_cb,
@@ -259,43 +262,44 @@ CASES: list[Case] = _cases()
 
 
 # --------------------------------------------------------------------------------------- recording
-class _Recorder:
+class _Recorder(ReadPathObserver):
     """Turns the model's observer events into the identity trace's event lists."""
 
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
+    def __init__(self) -> None:
         self.events: list[list[Any]] = []
 
-    def attach(self) -> None:
-        be = self.backend
-        clock = be.clock
-        events = self.events
-        inner_start = be.start_read_buffers
-        inner_wait = be.wait_read_buffers
-        inner_release = be.release_buffer
+    def read_buffers_started(
+        self,
+        backend: Any,
+        op: Any,
+        buffers: list[int],
+        index: int,
+        blocknum: int,
+        nblocks_asked: int,
+        flags: int,
+        nblocks: int,
+        need_wait: bool,
+        start_us: int,
+    ) -> None:
+        self.events.append(
+            [
+                "start",
+                blocknum,
+                nblocks_asked,
+                flags,
+                nblocks,
+                bool(need_wait),
+                buffers[index : index + nblocks],
+            ]
+        )
 
-        def start(op: Any, buffers: Any, index: int, blocknum: int, n: int, flags: int, **kw: Any) -> Any:
-            res = inner_start(op, buffers, index, blocknum, n, flags, **kw)
-            got, wait = res
-            events.append(["start", blocknum, n, flags, got, bool(wait), list(buffers[index : index + got])])
-            return res
+    def read_buffers_waited(
+        self, backend: Any, op: Any, start_us: int, end_us: int, needed_wait: bool, error: Any
+    ) -> None:
+        self.events.append(["wait", start_us, end_us, bool(needed_wait)])
 
-        def wait(op: Any) -> bool:
-            t0 = clock.now
-            needed = False
-            try:
-                needed = bool(inner_wait(op))
-                return needed
-            finally:
-                events.append(["wait", t0, clock.now, needed])
-
-        def release(buf: int) -> None:
-            inner_release(buf)
-            events.append(["release", buf, clock.now])
-
-        be.start_read_buffers = start
-        be.wait_read_buffers = wait
-        be.release_buffer = release
+    def buffer_released(self, backend: Any, buf: int) -> None:
+        self.events.append(["release", buf, backend.clock.now])
 
 
 def _make_relation(inst: Instance, case: Case) -> Any:
@@ -408,8 +412,8 @@ def run_case(case: Case) -> dict[str, Any]:
     for fio in case.foreign:
         inst.start_foreign_io(fio)
     be = inst.backend()
-    rec = _Recorder(be)
-    rec.attach()
+    rec = _Recorder()
+    be.add_observer(rec)
     out: dict[str, Any] = {"case": case.name, "scan": case.scan, "settings": dict(case.settings)}
     if case.drive == "set_strategy":
         out["result"] = _drive_set_strategy(inst, be, rel)
