@@ -8,7 +8,7 @@ Subcommands::
     readstream trace    --scan NAME (--nblocks N | --relation SHAPE) [--setting NAME=VALUE ...]
                         [--device PROFILE] [--cached-fraction F] [--seed S] [--unstreamed]
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
-    readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH]
+    readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH] [--profile]
     readstream oracle   [--pg-dsn URI] [--pg-bindir DIR] [--json PATH] [--only SUBSTRING]
     readstream oracle --timing [--latency US] [--scan NAME] [--nblocks N] [--repeats R] [--direct]
     readstream compare  --base BINDIR --patch BINDIR [--base-source DIR] [--patch-source DIR]
@@ -349,6 +349,9 @@ def _cmd_bench(argv: Sequence[str]) -> int:
     seeds.add_argument("--jobs", type=positive_int, default=None, help="worker processes (default 2)")
     model = sub.add_parser("model", help="the model's own speed and memory")
     model.add_argument("--json", help="write the figures to this path")
+    model.add_argument(
+        "--profile", action="store_true", help="also print where the model spends its time (cProfile)"
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
     if args.what == "seeds":
@@ -375,10 +378,13 @@ def _cmd_bench(argv: Sequence[str]) -> int:
             progress.close()
         _write_json(args.json, rows)
         return 0
-    from .bench.model import run_model_benchmark
+    from .bench.model import format_profile, profile_model, run_model_benchmark
 
     figures = run_model_benchmark(json_path=None)
     _write_json(args.json, figures)
+    if args.profile:
+        print()
+        print(format_profile(profile_model(100_000)))
     return 0
 
 

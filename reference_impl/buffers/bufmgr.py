@@ -137,6 +137,11 @@ class Backend:
         self.io_method = instance.io_method
         self.costs = instance.costs
         self.refs = PrivateRefCount()
+        # The private count's two tables and the shared pin counts, which are never replaced,
+        # for the per-block paths.
+        self._ref_pos = self.refs.pos
+        self._ref_ovf = self.refs.ovf
+        self._refcount = self.pool.refcount
         self.stats = BackendStats(read_log=[] if record_reads else None)
         self.warnings: list[str] = []
         self.vacuum_cost_active = False
@@ -361,35 +366,34 @@ class Backend:
         """``ReleaseBuffer``."""
         if self._observer is not None:
             self._observer.buffer_released(self, buf)
-        refs = self.refs
-        i = refs.pos.get(buf)
-        if i is not None:
-            # Fast path of PrivateRefCount.unpin for an entry in the array (the common case).
-            cnt = refs.arr_cnt
-            c = cnt[i] - 1
-            if c:
-                cnt[i] = c
-                return
-            refs.arr_buf[i] = -1
-            del refs.pos[buf]
-            refs.reserved = i
-            self.pool.refcount[buf] -= 1
-            return
-        # The entry is in the hash table (a stream holding more than 8 pins keeps most of them
-        # there): PrivateRefCount.unpin's other half, inlined.
-        ovf = refs.ovf
+        # PrivateRefCount.unpin, inlined. A stream holding more than 8 pins keeps most of them
+        # in the hash table, so the buffers a scan's consumer releases are usually found there.
+        ovf = self._ref_ovf
         hashed = ovf.get(buf)
         if hashed is not None:
             if hashed > 1:
                 ovf[buf] = hashed - 1
                 return
             del ovf[buf]
-            self.pool.refcount[buf] -= 1
+            self._refcount[buf] -= 1
+            return
+        refs = self.refs
+        i = self._ref_pos.get(buf)
+        if i is not None:
+            cnt = refs.arr_cnt
+            c = cnt[i] - 1
+            if c:
+                cnt[i] = c
+                return
+            refs.arr_buf[i] = -1
+            del self._ref_pos[buf]
+            refs.reserved = i
+            self._refcount[buf] -= 1
             return
         if buf < 0:
             raise ModelUsageError(f"ReleaseBuffer of invalid buffer {buf}")
         if refs.unpin(buf):
-            self.pool.refcount[buf] -= 1
+            self._refcount[buf] -= 1
 
     def incr_buffer_refcount(self, buf: int) -> None:
         """``IncrBufferRefCount``: an extra pin on a buffer this backend already pins."""
