@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelUsageError, NoUnpinnedBuffers, PgError, PinLeakError, QueryCanceled
-from ..observer import ReadPathObserver, combine
+from ..observer import ReadPathObserver, combine, overrides
 from ..stats import BackendStats, ReadRecord, RelationStats
 from ..storage.relation import FORK_NAMES, RELSEG_SIZE, ForkNumber, Relation
 from .pool import (
@@ -156,6 +156,8 @@ class Backend:
         # Read-path observers (reference_impl.observer): none, one, or a fan-out to several.
         self._observers: tuple[ReadPathObserver, ...] = ()
         self._observer: ReadPathObserver | None = None
+        # The observers of ReleaseBuffer only (the per-block event; see _set_observers).
+        self._release_observer: ReadPathObserver | None = None
 
     # ------------------------------------------------------------------------------ observers
     def add_observer(self, observer: ReadPathObserver) -> None:
@@ -163,14 +165,18 @@ class Backend:
         if not isinstance(observer, ReadPathObserver):
             raise ModelUsageError(f"{observer!r} is not a ReadPathObserver")
         if observer not in self._observers:
-            self._observers = (*self._observers, observer)
-            self._observer = combine(self._observers)
+            self._set_observers((*self._observers, observer))
 
     def remove_observer(self, observer: ReadPathObserver) -> None:
         """Detach ``observer`` (nothing happens if it is not attached)."""
         if observer in self._observers:
-            self._observers = tuple(o for o in self._observers if o is not observer)
-            self._observer = combine(self._observers)
+            self._set_observers(tuple(o for o in self._observers if o is not observer))
+
+    def _set_observers(self, observers: tuple[ReadPathObserver, ...]) -> None:
+        self._observers = observers
+        self._observer = combine(observers)
+        # ReleaseBuffer runs once per block: it calls only observers that listen to it.
+        self._release_observer = combine(tuple(o for o in observers if overrides(o, "buffer_released")))
 
     @property
     def observers(self) -> tuple[ReadPathObserver, ...]:
@@ -364,8 +370,8 @@ class Backend:
 
     def release_buffer(self, buf: int) -> None:
         """``ReleaseBuffer``."""
-        if self._observer is not None:
-            self._observer.buffer_released(self, buf)
+        if self._release_observer is not None:
+            self._release_observer.buffer_released(self, buf)
         # PrivateRefCount.unpin, inlined. A stream holding more than 8 pins keeps most of them
         # in the hash table, so the buffers a scan's consumer releases are usually found there.
         ovf = self._ref_ovf

@@ -130,3 +130,21 @@ def test_only_observers_can_be_attached() -> None:
     be = Instance().backend()
     with pytest.raises(ModelUsageError, match="not a ReadPathObserver"):
         be.add_observer(object())  # type: ignore[arg-type]
+
+
+def test_release_events_go_only_to_observers_that_listen_to_them() -> None:
+    be = Instance().backend()
+    waits = _Log("w", [])
+    out: list[Any] = []
+
+    class Waits(ReadPathObserver):
+        def read_buffers_waited(self, *args: Any) -> None:
+            out.append("waited")
+
+    only_waits = Waits()
+    be.add_observer(only_waits)
+    assert be._release_observer is None and be._observer is only_waits
+    be.add_observer(waits)
+    assert be._release_observer is waits
+    be.remove_observer(waits)
+    assert be._release_observer is None
