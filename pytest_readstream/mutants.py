@@ -243,8 +243,9 @@ class _EffectiveLimitIgnored(_Base):
 class _IgnoresAdditionalPinLimit(_Base):
     """The stream never consults ``GetAdditionalPinLimit()`` (it takes 32767 for the answer)."""
 
-    def _get_additional_pin_limit(self) -> int:
-        return 32767
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._additional_pin_limit = lambda: 32767
 
 
 @contextlib.contextmanager

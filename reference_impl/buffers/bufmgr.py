@@ -158,6 +158,9 @@ class Backend:
         self._observer: ReadPathObserver | None = None
         # The observers of ReleaseBuffer only (the per-block event; see _set_observers).
         self._release_observer: ReadPathObserver | None = None
+        # Set while an observed StartReadBuffers / WaitReadBuffers runs its body.
+        self._in_observed_start = False
+        self._in_observed_wait = False
 
     # ------------------------------------------------------------------------------ observers
     def add_observer(self, observer: ReadPathObserver) -> None:
@@ -372,8 +375,25 @@ class Backend:
         """``ReleaseBuffer``."""
         if self._release_observer is not None:
             self._release_observer.buffer_released(self, buf)
-        # PrivateRefCount.unpin, inlined. A stream holding more than 8 pins keeps most of them
-        # in the hash table, so the buffers a scan's consumer releases are usually found there.
+        # PrivateRefCount.unpin, inlined. The array first: a scan's page in hand is there (the
+        # tuple slot's extra pin moves its entry back from the hash), and so is every pin of a
+        # backend holding at most 8.
+        pos = self._ref_pos
+        i = pos.get(buf)
+        if i is not None:
+            refs = self.refs
+            cnt = refs.arr_cnt
+            c = cnt[i] - 1
+            if c:
+                cnt[i] = c
+                return
+            refs.arr_buf[i] = -1
+            del pos[buf]
+            refs.reserved = i
+            self._refcount[buf] -= 1
+            return
+        # The entry is in the hash table (a stream holding more than 8 pins keeps most of them
+        # there).
         ovf = self._ref_ovf
         hashed = ovf.get(buf)
         if hashed is not None:
@@ -383,22 +403,9 @@ class Backend:
             del ovf[buf]
             self._refcount[buf] -= 1
             return
-        refs = self.refs
-        i = self._ref_pos.get(buf)
-        if i is not None:
-            cnt = refs.arr_cnt
-            c = cnt[i] - 1
-            if c:
-                cnt[i] = c
-                return
-            refs.arr_buf[i] = -1
-            del self._ref_pos[buf]
-            refs.reserved = i
-            self._refcount[buf] -= 1
-            return
         if buf < 0:
             raise ModelUsageError(f"ReleaseBuffer of invalid buffer {buf}")
-        if refs.unpin(buf):
+        if self.refs.unpin(buf):
             self._refcount[buf] -= 1
 
     def incr_buffer_refcount(self, buf: int) -> None:
@@ -455,30 +462,6 @@ class Backend:
         *,
         allow_forwarding: bool = True,
     ) -> tuple[int, bool]:
-        """``StartReadBuffers``: returns (blocks accepted, wait needed); see
-        :meth:`_start_read_buffers`. Observers hear ``read_buffers_starting`` and
-        ``read_buffers_started`` around it."""
-        obs = self._observer
-        if obs is None:
-            return self._start_read_buffers(op, buffers, index, blocknum, nblocks, flags, allow_forwarding)
-        t0 = self.clock.now
-        obs.read_buffers_starting(self, op, buffers, index, blocknum, nblocks, flags, allow_forwarding)
-        got, need_wait = self._start_read_buffers(
-            op, buffers, index, blocknum, nblocks, flags, allow_forwarding
-        )
-        obs.read_buffers_started(self, op, buffers, index, blocknum, nblocks, flags, got, need_wait, t0)
-        return got, need_wait
-
-    def _start_read_buffers(
-        self,
-        op: ReadBuffersOperation,
-        buffers: list[int],
-        index: int,
-        blocknum: int,
-        nblocks: int,
-        flags: int,
-        allow_forwarding: bool,
-    ) -> tuple[int, bool]:
         """``StartReadBuffers``: returns (blocks accepted, wait needed).
 
         ``buffers[index:index+nblocks]`` holds ``INVALID_BUFFER`` or buffers forwarded by the
@@ -496,7 +479,14 @@ class Backend:
         counts). The uncommon cases still call them: a buffer found in the mapping table, a
         freed strategy, a dirty ring buffer the ring rejects. A dirty victim is written through
         :meth:`_write_victim`, as :meth:`_get_victim_buffer` does.
+
+        Observers hear ``read_buffers_starting`` and ``read_buffers_started`` around it
+        (:meth:`_observed_start_read_buffers`); without observers this costs one test.
         """
+        if self._observer is not None and not self._in_observed_start:
+            return self._observed_start_read_buffers(
+                op, buffers, index, blocknum, nblocks, flags, allow_forwarding
+            )
         if not 1 <= nblocks <= 128:
             raise ModelUsageError(f"StartReadBuffers nblocks {nblocks} is out of range 1..128")
         rel = op.rel
@@ -723,6 +713,32 @@ class Backend:
             self.storage.prefetch(rel, fork, blocknum, actual, self.clock.now)
         return actual, True
 
+    def _observed_start_read_buffers(
+        self,
+        op: ReadBuffersOperation,
+        buffers: list[int],
+        index: int,
+        blocknum: int,
+        nblocks: int,
+        flags: int,
+        allow_forwarding: bool,
+    ) -> tuple[int, bool]:
+        """:meth:`start_read_buffers` between its two observer events (the flag sends the inner
+        call straight to the body)."""
+        obs = self._observer
+        assert obs is not None
+        t0 = self.clock.now
+        obs.read_buffers_starting(self, op, buffers, index, blocknum, nblocks, flags, allow_forwarding)
+        self._in_observed_start = True
+        try:
+            got, need_wait = self.start_read_buffers(
+                op, buffers, index, blocknum, nblocks, flags, allow_forwarding=allow_forwarding
+            )
+        finally:
+            self._in_observed_start = False
+        obs.read_buffers_started(self, op, buffers, index, blocknum, nblocks, flags, got, need_wait, t0)
+        return got, need_wait
+
     def start_read_buffer(self, op: ReadBuffersOperation, blocknum: int, flags: int) -> tuple[int, bool]:
         """``StartReadBuffer``: the one-block form; returns (buffer, wait needed)."""
         slot = [INVALID_BUFFER]
@@ -837,26 +853,10 @@ class Backend:
 
         Returns whether the backend had to block (master's return value): an I/O still in
         flight, or one it had to perform itself. Observers hear ``read_buffers_waiting`` and
-        ``read_buffers_waited`` around it.
+        ``read_buffers_waited`` around it (:meth:`_observed_wait_read_buffers`).
         """
-        obs = self._observer
-        if obs is None:
-            return self._wait_read_buffers(op)
-        t0 = self.clock.now
-        obs.read_buffers_waiting(self, op)
-        needed = False
-        error: PgError | None = None
-        try:
-            needed = self._wait_read_buffers(op)
-        except PgError as exc:
-            error = exc
-            raise
-        finally:
-            obs.read_buffers_waited(self, op, t0, self.clock.now, needed, error)
-        return needed
-
-    def _wait_read_buffers(self, op: ReadBuffersOperation) -> bool:
-        """The body of :meth:`wait_read_buffers`."""
+        if self._observer is not None and not self._in_observed_wait:
+            return self._observed_wait_read_buffers(op)
         pool = self.pool
         needed_wait = False
         while True:
@@ -881,6 +881,25 @@ class Backend:
             did_start, _ = self._async_read_buffers(op)
             if did_start and op.ioh is not None and op.ioh.synchronous:
                 needed_wait = True
+
+    def _observed_wait_read_buffers(self, op: ReadBuffersOperation) -> bool:
+        """:meth:`wait_read_buffers` between its two observer events."""
+        obs = self._observer
+        assert obs is not None
+        t0 = self.clock.now
+        obs.read_buffers_waiting(self, op)
+        needed = False
+        error: PgError | None = None
+        self._in_observed_wait = True
+        try:
+            needed = self.wait_read_buffers(op)
+        except PgError as exc:
+            error = exc
+            raise
+        finally:
+            self._in_observed_wait = False
+            obs.read_buffers_waited(self, op, t0, self.clock.now, needed, error)
+        return needed
 
     def read_buffer(
         self,
