@@ -193,7 +193,7 @@ def _begin_stream_of(
         per_buffer_data=per_buffer_data,
         debug=debug,
     )
-    observer = getattr(backend, "_observer", None)
+    observer = getattr(backend, "_stream_observer", None)
     if observer is not None:
         observer.stream_begun(backend, stream)
     return stream

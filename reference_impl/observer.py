@@ -22,8 +22,8 @@ probes, ``pgaio`` debug messages, ``pg_stat_io``):
 
 A backend without observers pays one ``is None`` test per event site (the read path tests a
 single attribute); with several, each event goes to every observer in the order they were added.
-``buffer_released``, the one event per block, is sent only to observers that override it, so
-an observer of the other events costs a scan nothing per block.
+Each site calls only the observers that override one of its events (``overrides``): a recorder of
+waits adds nothing to a pin, an I/O or a release, and a timer of writes nothing to a read.
 Observers must not change what they observe: the model's answers are the same with and without
 them (``tests/model/test_identity_traces.py`` records through this interface).
 """

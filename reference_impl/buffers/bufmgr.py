@@ -155,9 +155,14 @@ class Backend:
         self.readahead: Any = None
         # Read-path observers (reference_impl.observer): none, one, or a fan-out to several.
         self._observers: tuple[ReadPathObserver, ...] = ()
-        self._observer: ReadPathObserver | None = None
-        # The observers of ReleaseBuffer only (the per-block event; see _set_observers).
+        # Per group of events, the observers that listen to it (see _set_observers): None when
+        # none does, so an event nobody overrides costs its site one test.
+        self._stream_observer: ReadPathObserver | None = None
+        self._start_observer: ReadPathObserver | None = None
+        self._io_observer: ReadPathObserver | None = None
+        self._wait_observer: ReadPathObserver | None = None
         self._release_observer: ReadPathObserver | None = None
+        self._flush_observer: ReadPathObserver | None = None
         # Set while an observed StartReadBuffers / WaitReadBuffers runs its body.
         self._in_observed_start = False
         self._in_observed_wait = False
@@ -177,9 +182,18 @@ class Backend:
 
     def _set_observers(self, observers: tuple[ReadPathObserver, ...]) -> None:
         self._observers = observers
-        self._observer = combine(observers)
-        # ReleaseBuffer runs once per block: it calls only observers that listen to it.
-        self._release_observer = combine(tuple(o for o in observers if overrides(o, "buffer_released")))
+
+        def listening(*events: str) -> ReadPathObserver | None:
+            return combine(tuple(o for o in observers if any(overrides(o, e) for e in events)))
+
+        # Each site calls only the observers that override one of its events: a flush timer
+        # adds nothing to a read, a wait recorder nothing to a pin or a release.
+        self._stream_observer = listening("stream_begun")
+        self._start_observer = listening("read_buffers_starting", "read_buffers_started")
+        self._io_observer = listening("io_issued", "io_completed")
+        self._wait_observer = listening("read_buffers_waiting", "read_buffers_waited")
+        self._release_observer = listening("buffer_released")
+        self._flush_observer = listening("buffer_flushed")
 
     @property
     def observers(self) -> tuple[ReadPathObserver, ...]:
@@ -364,8 +378,8 @@ class Backend:
         self.stats.shared_blks_written += 1
         pool.flags[buf] &= ~BM_DIRTY
         self.clock.wait_until(done)
-        if self._observer is not None:
-            self._observer.buffer_flushed(self, buf, context, t0, self.clock.now)
+        if self._flush_observer is not None:
+            self._flush_observer.buffer_flushed(self, buf, context, t0, self.clock.now)
 
     def _unpin(self, buf: int) -> None:
         if self.refs.unpin(buf):
@@ -483,7 +497,7 @@ class Backend:
         Observers hear ``read_buffers_starting`` and ``read_buffers_started`` around it
         (:meth:`_observed_start_read_buffers`); without observers this costs one test.
         """
-        if self._observer is not None and not self._in_observed_start:
+        if self._start_observer is not None and not self._in_observed_start:
             return self._observed_start_read_buffers(
                 op, buffers, index, blocknum, nblocks, flags, allow_forwarding
             )
@@ -725,7 +739,7 @@ class Backend:
     ) -> tuple[int, bool]:
         """:meth:`start_read_buffers` between its two observer events (the flag sends the inner
         call straight to the body)."""
-        obs = self._observer
+        obs = self._start_observer
         assert obs is not None
         t0 = self.clock.now
         obs.read_buffers_starting(self, op, buffers, index, blocknum, nblocks, flags, allow_forwarding)
@@ -837,8 +851,8 @@ class Backend:
             ioh.record = rec
             log.append(rec)
         op.ioh = ioh
-        if self._observer is not None:
-            self._observer.io_issued(self, ioh)
+        if self._io_observer is not None:
+            self._io_observer.io_issued(self, ioh)
         if executes_now:
             # The backend performs the read itself: it is blocked until the data is there.
             # Other backends that find the buffers I/O-in-progress meanwhile wait for it
@@ -855,7 +869,7 @@ class Backend:
         flight, or one it had to perform itself. Observers hear ``read_buffers_waiting`` and
         ``read_buffers_waited`` around it (:meth:`_observed_wait_read_buffers`).
         """
-        if self._observer is not None and not self._in_observed_wait:
+        if self._wait_observer is not None and not self._in_observed_wait:
             return self._observed_wait_read_buffers(op)
         pool = self.pool
         needed_wait = False
@@ -884,7 +898,7 @@ class Backend:
 
     def _observed_wait_read_buffers(self, op: ReadBuffersOperation) -> bool:
         """:meth:`wait_read_buffers` between its two observer events."""
-        obs = self._observer
+        obs = self._wait_observer
         assert obs is not None
         t0 = self.clock.now
         obs.read_buffers_waiting(self, op)

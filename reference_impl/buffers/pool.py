@@ -136,8 +136,8 @@ def _finish_io(ioh: InflightIO, ok: int, error: PgError | None) -> None:
         if error is not None:
             rec.error = type(error).__name__
     be = ioh.backend
-    if be is not None and be._observer is not None:
-        be._observer.io_completed(be, ioh)
+    if be is not None and be._io_observer is not None:
+        be._io_observer.io_completed(be, ioh)
 
 
 class BufferPool:

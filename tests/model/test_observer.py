@@ -143,7 +143,8 @@ def test_release_events_go_only_to_observers_that_listen_to_them() -> None:
 
     only_waits = Waits()
     be.add_observer(only_waits)
-    assert be._release_observer is None and be._observer is only_waits
+    assert be._release_observer is None and be._wait_observer is only_waits
+    assert be._start_observer is be._io_observer is be._flush_observer is None
     be.add_observer(waits)
     assert be._release_observer is waits
     be.remove_observer(waits)
