@@ -15,6 +15,7 @@ import sys
 from pytest_readstream._cli_args import non_negative_int, output_problem, positive_int
 from pytest_readstream.bench.model import (
     RSS_BLOCKS_64GIB,
+    format_profile,
     profile_model,
     run_model_benchmark,
 )
@@ -39,12 +40,8 @@ def main() -> int:
         args.json, nblocks=args.nblocks, rounds=args.rounds, rss_nblocks=args.rss_blocks or None
     )
     if args.profile:
-        print(f"\n{'function':<60} {'calls/block':>11} {'share':>6} {'ns/block':>9}")
-        for row in profile_model(min(args.nblocks, 100_000)):
-            print(
-                f"{row['function']:<60} {row['calls_per_block']:>11} {row['own_share']:>6.1%} "
-                f"{row['ns_per_block']:>9.0f}"
-            )
+        print()
+        print(format_profile(profile_model(min(args.nblocks, 100_000))))
     return 0
 
 

@@ -42,6 +42,7 @@ from reference_impl import (
     Instance,
     InvalidBlockNumber,
     PgError,
+    ReadPathObserver,
     Relation,
     Settings,
 )
@@ -164,12 +165,13 @@ class WaitEvent:
     at_us: int
 
 
-class BufferManagerObserver:
+class BufferManagerObserver(ReadPathObserver):
     """Records every read a stream starts and waits for through the harness's backend.
 
-    It replaces ``start_read_buffers`` and ``wait_read_buffers`` on one backend object with
-    recording wrappers (the model's ``ReadBuffer`` goes through them as well). Checks made on
-    the spot go to :attr:`violations`:
+    It is a :class:`reference_impl.ReadPathObserver` of one backend: it hears every
+    ``StartReadBuffers`` and ``WaitReadBuffers`` on that backend's relation and fork (the
+    model's ``ReadBuffer`` goes through them as well). Checks made on the spot go to
+    :attr:`violations`:
 
     * a start asking for more blocks than ``GetAdditionalPinLimit()`` plus the buffers forwarded
       into the request allows (``read_stream_start_pending_read``), beyond the one block a stream
@@ -193,10 +195,9 @@ class BufferManagerObserver:
         # Why the starts and waits of the stream cannot be seen (its observation source says so).
         self.blind: str | None = None
         self._ignore = 0
-        self._orig_start = backend.start_read_buffers
-        self._orig_wait = backend.wait_read_buffers
-        backend.start_read_buffers = self._start  # type: ignore[method-assign]
-        backend.wait_read_buffers = self._wait  # type: ignore[method-assign]
+        # The start being made: (operation, GetAdditionalPinLimit(), buffers forwarded into it).
+        self._pending: list[tuple[int, int]] = []
+        backend.add_observer(self)
 
     def _seen(self) -> None:
         if self.blind is not None:
@@ -233,9 +234,8 @@ class BufferManagerObserver:
         self._max_outstanding = len(self.outstanding)
 
     def uninstall(self) -> None:
-        """Give the backend its own methods back."""
-        for name in ("start_read_buffers", "wait_read_buffers"):
-            self.backend.__dict__.pop(name, None)
+        """Stop observing the backend."""
+        self.backend.remove_observer(self)
 
     def ignoring(self) -> _Ignoring:
         """A context in which the harness's own reads are not attributed to the stream."""
@@ -244,33 +244,51 @@ class BufferManagerObserver:
     def _mine(self, op: Any) -> bool:
         return self._ignore == 0 and op.rel is self.rel and op.fork == self.fork
 
-    def _start(
+    def read_buffers_starting(
         self,
+        backend: Any,
         op: Any,
         buffers: list[int],
         index: int,
         blocknum: int,
         nblocks: int,
         flags: int,
-        **kwargs: Any,
-    ) -> tuple[int, bool]:
+        allow_forwarding: bool,
+    ) -> None:
         if not self._mine(op):
-            return self._orig_start(op, buffers, index, blocknum, nblocks, flags, **kwargs)
+            self._pending.append((-1, -1))
+            return
         be = self.backend
         # GetAdditionalPinLimit() from its definition and the backend's private refcount hash
         # (not the buffer manager's own function, which an implementation could get wrong too).
         additional = _oracle.additional_pin_limit(be.settings, len(be.refs.ovf))
-        forwarding = kwargs.get("allow_forwarding", True)
         forwarded = 0
-        if forwarding:
+        if allow_forwarding:
             for i in range(nblocks):
                 if index + i < len(buffers) and buffers[index + i] != INVALID_BUFFER:
                     forwarded += 1
-        t = be.clock.now
         self._before_start(id(op), blocknum, nblocks, additional, forwarded)
-        accepted, need_wait = self._orig_start(op, buffers, index, blocknum, nblocks, flags, **kwargs)
-        self.record_start(id(op), op, blocknum, nblocks, accepted, need_wait, additional, forwarded, t)
-        return accepted, need_wait
+        self._pending.append((additional, forwarded))
+
+    def read_buffers_started(
+        self,
+        backend: Any,
+        op: Any,
+        buffers: list[int],
+        index: int,
+        blocknum: int,
+        nblocks_asked: int,
+        flags: int,
+        nblocks: int,
+        need_wait: bool,
+        start_us: int,
+    ) -> None:
+        additional, forwarded = self._pending.pop()
+        if additional < 0:
+            return
+        self.record_start(
+            id(op), op, blocknum, nblocks_asked, nblocks, need_wait, additional, forwarded, start_us
+        )
 
     def _before_start(self, key: int, blocknum: int, nblocks: int, additional: int, forwarded: int) -> None:
         if key in self._outstanding:
@@ -343,11 +361,9 @@ class BufferManagerObserver:
             ev.waited = True
         self._waits.append(WaitEvent(ev, self.call, at_us))
 
-    def _wait(self, op: Any) -> bool:
-        if not self._mine(op):
-            return self._orig_wait(op)
-        self.record_wait(id(op), self.backend.clock.now)
-        return self._orig_wait(op)
+    def read_buffers_waiting(self, backend: Any, op: Any) -> None:
+        if self._mine(op):
+            self.record_wait(id(op), self.backend.clock.now)
 
 
 class _Ignoring:

@@ -8,7 +8,7 @@ Subcommands::
     readstream trace    --scan NAME (--nblocks N | --relation SHAPE) [--setting NAME=VALUE ...]
                         [--device PROFILE] [--cached-fraction F] [--seed S] [--unstreamed]
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
-    readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH]
+    readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH] [--profile]
     readstream bench    seeds --server [--table KEY] [--repeats R] [--scale F] [--json PATH] [--markdown PATH]
     readstream oracle   [--pg-dsn URI] [--pg-bindir DIR] [--json PATH] [--only SUBSTRING]
     readstream oracle --timing [--latency US] [--scan NAME] [--nblocks N] [--repeats R] [--direct]
@@ -361,6 +361,9 @@ def _cmd_bench(argv: Sequence[str]) -> int:
     seeds.add_argument("--markdown", help="--server: also write the table as Markdown to this path")
     model = sub.add_parser("model", help="the model's own speed and memory")
     model.add_argument("--json", help="write the figures to this path")
+    model.add_argument(
+        "--profile", action="store_true", help="also print where the model spends its time (cProfile)"
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
     if args.what == "seeds" and args.server:
@@ -396,10 +399,13 @@ def _cmd_bench(argv: Sequence[str]) -> int:
             progress.close()
         _write_json(args.json, rows)
         return 0
-    from .bench.model import run_model_benchmark
+    from .bench.model import format_profile, profile_model, run_model_benchmark
 
     figures = run_model_benchmark(json_path=None)
     _write_json(args.json, figures)
+    if args.profile:
+        print()
+        print(format_profile(profile_model(100_000)))
     return 0
 
 

@@ -240,37 +240,12 @@ class _EffectiveLimitIgnored(_Base):
             super().__init__(backend, *args, **kwargs)
 
 
-class _UnlimitedPinsBackend:
-    """The harness's backend, except that ``GetAdditionalPinLimit()`` is never consulted."""
-
-    def __init__(self, backend: Any) -> None:
-        self.__dict__["_backend"] = backend
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._backend, name)
-
-    def get_additional_pin_limit(self) -> int:
-        return 32767
-
-
 class _IgnoresAdditionalPinLimit(_Base):
+    """The stream never consults ``GetAdditionalPinLimit()`` (it takes 32767 for the answer)."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.backend = _UnlimitedPinsBackend(self.backend)  # type: ignore[assignment]
-
-
-class _SegmentBlindBackend:
-    """The harness's backend, with ``StartReadBuffers`` missing the ``mdmaxcombine`` cut."""
-
-    def __init__(self, backend: Any) -> None:
-        self.__dict__["_backend"] = backend
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._backend, name)
-
-    def start_read_buffers(self, *args: Any, **kwargs: Any) -> tuple[int, bool]:
-        with _segment_size(1 << 40):
-            return self._backend.start_read_buffers(*args, **kwargs)
+        self._additional_pin_limit = lambda: 32767
 
 
 @contextlib.contextmanager
@@ -284,9 +259,12 @@ def _segment_size(blocks: int) -> Iterator[None]:
 
 
 class _ReadCrossesSegment(_Base):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.backend = _SegmentBlindBackend(self.backend)  # type: ignore[assignment]
+    """``StartReadBuffers`` as this stream calls it misses the ``mdmaxcombine`` cut: its reads
+    are combined across a 1 GiB segment boundary."""
+
+    def _start_pending_read(self) -> bool:
+        with _segment_size(1 << 40):
+            return super()._start_pending_read()
 
 
 def _block_range_to_current_size(

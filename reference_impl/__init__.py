@@ -50,6 +50,7 @@ from .errors import (
     SettingError,
 )
 from .instance import Instance
+from .observer import ReadPathObserver, WaitRecorder
 from .read_stream import (
     READ_STREAM_DEFAULT,
     READ_STREAM_FULL,
@@ -84,6 +85,8 @@ __all__ = [
     "VirtualClock",
     "Simulation",
     "Backend",
+    "ReadPathObserver",
+    "WaitRecorder",
     "BufferPool",
     "ReadBuffersOperation",
     "INVALID_BUFFER",
@@ -179,7 +182,7 @@ def _begin_stream_of(
     """
     pg18_class, master_class = stream_classes
     cls = master_class if backend.settings.version == "master" else pg18_class
-    return cls(
+    stream = cls(
         backend,
         rel,
         callback,
@@ -190,3 +193,7 @@ def _begin_stream_of(
         per_buffer_data=per_buffer_data,
         debug=debug,
     )
+    observer = getattr(backend, "_stream_observer", None)
+    if observer is not None:
+        observer.stream_begun(backend, stream)
+    return stream

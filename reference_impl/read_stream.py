@@ -230,6 +230,9 @@ class ReadStream:
         self.combine_distance = 1
         self._fast_path_flags = 0
         self._buffer_us = backend.costs.stream_buffer_us
+        # GetAdditionalPinLimit(), asked before each read the stream starts (a known-bug variant
+        # of the harness puts another function here).
+        self._additional_pin_limit: Callable[[], int] = backend.get_additional_pin_limit
         self.ended = False
         self.callback_ended = False
         self.last_data: Any = None
@@ -339,7 +342,7 @@ class ReadStream:
                 if self.pinned_buffers > 0:
                     flags |= READ_BUFFERS_ISSUE_ADVICE
 
-        buffer_limit = min(self.backend.get_additional_pin_limit(), _INT16_MAX)
+        buffer_limit = min(self._additional_pin_limit(), _INT16_MAX)
         buffer_limit = min(buffer_limit + self.forwarded_buffers, _INT16_MAX)
         if buffer_limit == 0 and self.pinned_buffers == 0:
             buffer_limit = 1

@@ -23,6 +23,7 @@ import numpy as np
 from .costs import CpuCosts
 from .errors import ModelUsageError
 from .instance import Instance
+from .observer import WaitRecorder
 from .settings import Settings
 from .storage.device import DeviceProfile, device_profile
 
@@ -32,23 +33,12 @@ __all__ = ["trace_scan", "format_trace", "record_waits"]
 def record_waits(backend: Any) -> list[tuple[int, int]]:
     """Record the (start, end) of every wait of ``backend`` for a read; returns the live list.
 
-    Wraps the backend's ``wait_read_buffers`` (streams and ``read_buffer`` both call it), so
-    only waits that took virtual time are kept.
+    Attaches a :class:`~reference_impl.observer.WaitRecorder` (streams and ``read_buffer`` both
+    call ``WaitReadBuffers``), so only waits that took virtual time are kept.
     """
-    waits: list[tuple[int, int]] = []
-    inner = backend.wait_read_buffers
-    clock = backend.clock
-
-    def recording(op: Any) -> bool:
-        t0 = clock.now
-        try:
-            return bool(inner(op))
-        finally:
-            if clock.now > t0:
-                waits.append((t0, clock.now))
-
-    backend.wait_read_buffers = recording
-    return waits
+    recorder = WaitRecorder()
+    backend.add_observer(recorder)
+    return recorder.waits
 
 
 def _make_relation(inst: Instance, nblocks: int | None, shape: str | None, seed: int) -> Any:

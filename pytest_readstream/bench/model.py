@@ -39,6 +39,7 @@ __all__ = [
     "run_model_benchmark",
     "format_model_benchmark",
     "profile_model",
+    "format_profile",
     "model_scan",
     "bare_pin_loop",
     "measure_peak_rss_mb",
@@ -143,7 +144,8 @@ def run_model_benchmark(
         "peak_rss_mb_64gib": None if rss_nblocks is None else measure_peak_rss_mb(rss_nblocks),
         "nblocks_timed": nblocks,
         "rss_nblocks": rss_nblocks,
-        "goals": {"ratio_max": 3.0, "peak_rss_mb_max": 300.0},
+        # Issue 16: within 8x of the bare loop in pure Python, 3x compiled.
+        "goals": {"ratio_max": 8.0, "ratio_max_compiled": 3.0, "peak_rss_mb_max": 300.0},
     }
     if json_path is not None:
         Path(json_path).write_text(json.dumps(result, indent=2) + "\n")
@@ -162,7 +164,7 @@ def format_model_benchmark(result: dict[str, Any]) -> str:
     lines = [
         f"model: {result['model_ns_per_block']:.0f} ns/block ({result['blocks_per_second']:,} blocks/s)",
         f"bare pin/unpin loop: {result['bare_ns_per_block']:.0f} ns/block",
-        f"ratio: {result['ratio']:.1f} (goal <= 3)",
+        f"ratio: {result['ratio']:.1f} (goal <= 8 in pure Python, <= 3 compiled)",
         "peak RSS of a 64 GiB scan: " + ("not measured" if rss is None else f"{rss:.0f} MB (goal < 300)"),
     ]
     return "\n".join(lines)
@@ -197,3 +199,14 @@ def profile_model(nblocks: int = 50_000, top: int = 15) -> list[dict[str, Any]]:
         )
     rows.sort(key=lambda r: r["own_s"], reverse=True)
     return rows[:top]
+
+
+def format_profile(rows: list[dict[str, Any]]) -> str:
+    """:func:`profile_model`'s rows as a table (function, calls per block, share, ns per block)."""
+    lines = [f"{'function':<60} {'calls/block':>11} {'share':>6} {'ns/block':>9}"]
+    for row in rows:
+        lines.append(
+            f"{row['function']:<60} {row['calls_per_block']:>11} {row['own_share']:>6.1%} "
+            f"{row['ns_per_block']:>9.0f}"
+        )
+    return "\n".join(lines)

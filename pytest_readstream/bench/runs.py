@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reference_impl import CpuCosts, DeviceProfile, Instance, Settings
+from reference_impl import CpuCosts, DeviceProfile, Instance, ReadPathObserver, Settings
 from reference_impl.readahead import HeuristicReadahead
 from reference_impl.scans import SCANS, run_scan
 
@@ -137,17 +137,19 @@ def _relation(inst: Instance, run: Run) -> Any:
     return build_relation(inst, spec).heap
 
 
+class _FlushTimer(ReadPathObserver):
+    """Adds up the virtual time of the backend's buffer writes (``FlushBuffer``) in ``box[0]``."""
+
+    def __init__(self, box: list[int]) -> None:
+        self.box = box
+
+    def buffer_flushed(self, backend: Any, buf: int, context: str, start_us: int, end_us: int) -> None:
+        self.box[0] += end_us - start_us
+
+
 def _timed_flush(backend: Any, box: list[int]) -> None:
     """Time the backend's buffer writes (``FlushBuffer``) without changing them."""
-    flush = backend._flush_buffer
-    clock = backend.clock
-
-    def timed(buf: int, context: str) -> None:
-        t0 = clock.now
-        flush(buf, context)
-        box[0] += clock.now - t0
-
-    backend._flush_buffer = timed
+    backend.add_observer(_FlushTimer(box))
 
 
 def _build_instance(run: Run) -> tuple[Settings, Instance, Any]:

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ModelUsageError, NoUnpinnedBuffers, PinLeakError, QueryCanceled
+from ..errors import ModelUsageError, NoUnpinnedBuffers, PgError, PinLeakError, QueryCanceled
+from ..observer import ReadPathObserver, combine, overrides
 from ..stats import BackendStats, ReadRecord, RelationStats
 from ..storage.relation import FORK_NAMES, RELSEG_SIZE, ForkNumber, Relation
 from .pool import (
@@ -136,6 +137,11 @@ class Backend:
         self.io_method = instance.io_method
         self.costs = instance.costs
         self.refs = PrivateRefCount()
+        # The private count's two tables and the shared pin counts, which are never replaced,
+        # for the per-block paths.
+        self._ref_pos = self.refs.pos
+        self._ref_ovf = self.refs.ovf
+        self._refcount = self.pool.refcount
         self.stats = BackendStats(read_log=[] if record_reads else None)
         self.warnings: list[str] = []
         self.vacuum_cost_active = False
@@ -147,6 +153,52 @@ class Backend:
         # Heuristic read-ahead for unstreamed reads (``reference_impl.readahead``), off unless
         # asked for: an object with ``on_read_buffer(backend, rel, fork, block, strategy)``.
         self.readahead: Any = None
+        # Read-path observers (reference_impl.observer): none, one, or a fan-out to several.
+        self._observers: tuple[ReadPathObserver, ...] = ()
+        # Per group of events, the observers that listen to it (see _set_observers): None when
+        # none does, so an event nobody overrides costs its site one test.
+        self._stream_observer: ReadPathObserver | None = None
+        self._start_observer: ReadPathObserver | None = None
+        self._io_observer: ReadPathObserver | None = None
+        self._wait_observer: ReadPathObserver | None = None
+        self._release_observer: ReadPathObserver | None = None
+        self._flush_observer: ReadPathObserver | None = None
+        # Set while an observed StartReadBuffers / WaitReadBuffers runs its body.
+        self._in_observed_start = False
+        self._in_observed_wait = False
+
+    # ------------------------------------------------------------------------------ observers
+    def add_observer(self, observer: ReadPathObserver) -> None:
+        """Attach ``observer`` to this backend's read path (see :mod:`reference_impl.observer`)."""
+        if not isinstance(observer, ReadPathObserver):
+            raise ModelUsageError(f"{observer!r} is not a ReadPathObserver")
+        if observer not in self._observers:
+            self._set_observers((*self._observers, observer))
+
+    def remove_observer(self, observer: ReadPathObserver) -> None:
+        """Detach ``observer`` (nothing happens if it is not attached)."""
+        if observer in self._observers:
+            self._set_observers(tuple(o for o in self._observers if o is not observer))
+
+    def _set_observers(self, observers: tuple[ReadPathObserver, ...]) -> None:
+        self._observers = observers
+
+        def listening(*events: str) -> ReadPathObserver | None:
+            return combine(tuple(o for o in observers if any(overrides(o, e) for e in events)))
+
+        # Each site calls only the observers that override one of its events: a flush timer
+        # adds nothing to a read, a wait recorder nothing to a pin or a release.
+        self._stream_observer = listening("stream_begun")
+        self._start_observer = listening("read_buffers_starting", "read_buffers_started")
+        self._io_observer = listening("io_issued", "io_completed")
+        self._wait_observer = listening("read_buffers_waiting", "read_buffers_waited")
+        self._release_observer = listening("buffer_released")
+        self._flush_observer = listening("buffer_flushed")
+
+    @property
+    def observers(self) -> tuple[ReadPathObserver, ...]:
+        """The attached observers, in the order they hear each event."""
+        return self._observers
 
     # ------------------------------------------------------------------------------ time
     @property
@@ -320,11 +372,14 @@ class Backend:
         tag = pool.tag[buf]
         rf = tag >> 32  # Relation.split_tag, inlined: (relid << 2 | fork, block)
         storage = self.storage
-        done = storage.write(storage._by_id[rf >> 2], rf & 3, tag & 0xFFFFFFFF, self.clock.now)
+        t0 = self.clock.now
+        done = storage.write(storage._by_id[rf >> 2], rf & 3, tag & 0xFFFFFFFF, t0)
         self.stats.io[context].writes += 1
         self.stats.shared_blks_written += 1
         pool.flags[buf] &= ~BM_DIRTY
         self.clock.wait_until(done)
+        if self._flush_observer is not None:
+            self._flush_observer.buffer_flushed(self, buf, context, t0, self.clock.now)
 
     def _unpin(self, buf: int) -> None:
         if self.refs.unpin(buf):
@@ -332,35 +387,40 @@ class Backend:
 
     def release_buffer(self, buf: int) -> None:
         """``ReleaseBuffer``."""
-        refs = self.refs
-        i = refs.pos.get(buf)
+        if self._release_observer is not None:
+            self._release_observer.buffer_released(self, buf)
+        # PrivateRefCount.unpin, inlined. The array first: a scan's page in hand is there (the
+        # tuple slot's extra pin moves its entry back from the hash), and so is every pin of a
+        # backend holding at most 8.
+        pos = self._ref_pos
+        i = pos.get(buf)
         if i is not None:
-            # Fast path of PrivateRefCount.unpin for an entry in the array (the common case).
+            refs = self.refs
             cnt = refs.arr_cnt
             c = cnt[i] - 1
             if c:
                 cnt[i] = c
                 return
             refs.arr_buf[i] = -1
-            del refs.pos[buf]
+            del pos[buf]
             refs.reserved = i
-            self.pool.refcount[buf] -= 1
+            self._refcount[buf] -= 1
             return
         # The entry is in the hash table (a stream holding more than 8 pins keeps most of them
-        # there): PrivateRefCount.unpin's other half, inlined.
-        ovf = refs.ovf
+        # there).
+        ovf = self._ref_ovf
         hashed = ovf.get(buf)
         if hashed is not None:
             if hashed > 1:
                 ovf[buf] = hashed - 1
                 return
             del ovf[buf]
-            self.pool.refcount[buf] -= 1
+            self._refcount[buf] -= 1
             return
         if buf < 0:
             raise ModelUsageError(f"ReleaseBuffer of invalid buffer {buf}")
-        if refs.unpin(buf):
-            self.pool.refcount[buf] -= 1
+        if self.refs.unpin(buf):
+            self._refcount[buf] -= 1
 
     def incr_buffer_refcount(self, buf: int) -> None:
         """``IncrBufferRefCount``: an extra pin on a buffer this backend already pins."""
@@ -433,7 +493,14 @@ class Backend:
         counts). The uncommon cases still call them: a buffer found in the mapping table, a
         freed strategy, a dirty ring buffer the ring rejects. A dirty victim is written through
         :meth:`_write_victim`, as :meth:`_get_victim_buffer` does.
+
+        Observers hear ``read_buffers_starting`` and ``read_buffers_started`` around it
+        (:meth:`_observed_start_read_buffers`); without observers this costs one test.
         """
+        if self._start_observer is not None and not self._in_observed_start:
+            return self._observed_start_read_buffers(
+                op, buffers, index, blocknum, nblocks, flags, allow_forwarding
+            )
         if not 1 <= nblocks <= 128:
             raise ModelUsageError(f"StartReadBuffers nblocks {nblocks} is out of range 1..128")
         rel = op.rel
@@ -660,6 +727,32 @@ class Backend:
             self.storage.prefetch(rel, fork, blocknum, actual, self.clock.now)
         return actual, True
 
+    def _observed_start_read_buffers(
+        self,
+        op: ReadBuffersOperation,
+        buffers: list[int],
+        index: int,
+        blocknum: int,
+        nblocks: int,
+        flags: int,
+        allow_forwarding: bool,
+    ) -> tuple[int, bool]:
+        """:meth:`start_read_buffers` between its two observer events (the flag sends the inner
+        call straight to the body)."""
+        obs = self._start_observer
+        assert obs is not None
+        t0 = self.clock.now
+        obs.read_buffers_starting(self, op, buffers, index, blocknum, nblocks, flags, allow_forwarding)
+        self._in_observed_start = True
+        try:
+            got, need_wait = self.start_read_buffers(
+                op, buffers, index, blocknum, nblocks, flags, allow_forwarding=allow_forwarding
+            )
+        finally:
+            self._in_observed_start = False
+        obs.read_buffers_started(self, op, buffers, index, blocknum, nblocks, flags, got, need_wait, t0)
+        return got, need_wait
+
     def start_read_buffer(self, op: ReadBuffersOperation, blocknum: int, flags: int) -> tuple[int, bool]:
         """``StartReadBuffer``: the one-block form; returns (buffer, wait needed)."""
         slot = [INVALID_BUFFER]
@@ -724,6 +817,7 @@ class Backend:
             bool(flags & READ_BUFFERS_ZERO_ON_ERROR) or self._zero_damaged,
             bool(flags & READ_BUFFERS_IGNORE_CHECKSUM_FAILURES) or self._ignore_checksum,
         )
+        ioh.backend = self
         pool.register_io(ioh)
         st = self.stats
         ctx = st.io[op.context]
@@ -757,6 +851,8 @@ class Backend:
             ioh.record = rec
             log.append(rec)
         op.ioh = ioh
+        if self._io_observer is not None:
+            self._io_observer.io_issued(self, ioh)
         if executes_now:
             # The backend performs the read itself: it is blocked until the data is there.
             # Other backends that find the buffers I/O-in-progress meanwhile wait for it
@@ -770,8 +866,11 @@ class Backend:
         """``WaitReadBuffers``: wait for (or, under ``sync``, perform) the read; raise its error.
 
         Returns whether the backend had to block (master's return value): an I/O still in
-        flight, or one it had to perform itself.
+        flight, or one it had to perform itself. Observers hear ``read_buffers_waiting`` and
+        ``read_buffers_waited`` around it (:meth:`_observed_wait_read_buffers`).
         """
+        if self._wait_observer is not None and not self._in_observed_wait:
+            return self._observed_wait_read_buffers(op)
         pool = self.pool
         needed_wait = False
         while True:
@@ -796,6 +895,25 @@ class Backend:
             did_start, _ = self._async_read_buffers(op)
             if did_start and op.ioh is not None and op.ioh.synchronous:
                 needed_wait = True
+
+    def _observed_wait_read_buffers(self, op: ReadBuffersOperation) -> bool:
+        """:meth:`wait_read_buffers` between its two observer events."""
+        obs = self._wait_observer
+        assert obs is not None
+        t0 = self.clock.now
+        obs.read_buffers_waiting(self, op)
+        needed = False
+        error: PgError | None = None
+        self._in_observed_wait = True
+        try:
+            needed = self.wait_read_buffers(op)
+        except PgError as exc:
+            error = exc
+            raise
+        finally:
+            self._in_observed_wait = False
+            obs.read_buffers_waited(self, op, t0, self.clock.now, needed, error)
+        return needed
 
     def read_buffer(
         self,

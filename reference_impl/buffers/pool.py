@@ -77,6 +77,7 @@ class InflightIO:
         "ignore_checksum",
         "seq",
         "record",
+        "backend",
     )
 
     def __init__(
@@ -108,6 +109,9 @@ class InflightIO:
         self.ignore_checksum = ignore_checksum
         self.seq = 0
         self.record: Any = None
+        # The issuing backend (None for another backend's I/O the harness staged), whose
+        # observers hear of the completion.
+        self.backend: Backend | None = None
 
     @property
     def ok_blocks(self) -> int:
@@ -122,7 +126,8 @@ class InflightIO:
 
 
 def _finish_io(ioh: InflightIO, ok: int, error: PgError | None) -> None:
-    """Mark ``ioh`` done with its error, and note the outcome in its trace record if any."""
+    """Mark ``ioh`` done with its error, note the outcome in its trace record if any, and tell
+    the issuing backend's observers (``io_completed``)."""
     ioh.error = error
     ioh.done = True
     rec = ioh.record
@@ -130,6 +135,9 @@ def _finish_io(ioh: InflightIO, ok: int, error: PgError | None) -> None:
         rec.ok_blocks = ok
         if error is not None:
             rec.error = type(error).__name__
+    be = ioh.backend
+    if be is not None and be._io_observer is not None:
+        be._io_observer.io_completed(be, ioh)
 
 
 class BufferPool:

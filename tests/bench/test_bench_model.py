@@ -53,3 +53,20 @@ def test_both_sides_take_time_and_profile_names_the_model() -> None:
     assert len(rows) == 5
     assert sum(r["own_share"] for r in rows) <= 1.0
     assert any("bufmgr" in r["function"] or "read_stream" in r["function"] for r in rows)
+
+
+def test_cli_profile_prints_the_hot_spots(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pytest_readstream.bench.model as bench_model
+    from pytest_readstream.cli import main
+
+    def small_run(json_path: object = None) -> dict:
+        return run_model_benchmark(nblocks=1000, rounds=1, rss_nblocks=None)
+
+    monkeypatch.setattr(bench_model, "run_model_benchmark", small_run)
+    monkeypatch.setattr(bench_model, "profile_model", lambda n: profile_model(2000, top=6))
+    assert main(["bench", "model", "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert "goal <= 8 in pure Python" in out and "calls/block" in out
+    assert "start_read_buffers" in out or "_next_buffer" in out
