@@ -368,14 +368,14 @@ def _cmd_bench(argv: Sequence[str]) -> int:
     _check_outputs(args)
     if args.what == "seeds" and args.server:
         return _bench_seeds_server(args)
-    for option, value in (
-        ("--repeats", args.repeats != 5),
-        ("--scale", args.scale),
-        ("--markdown", args.markdown),
-    ):
-        if getattr(args, "what", "") == "seeds" and value:
-            raise CliError(f"{option} is valid only with --server")
     if args.what == "seeds":
+        for option, value in (
+            ("--repeats", args.repeats != 5),
+            ("--scale", args.scale),
+            ("--markdown", args.markdown),
+        ):
+            if value:
+                raise CliError(f"{option} is valid only with --server")
         from .bench.seeds import run_seed_benchmarks
 
         if args.plot and not Path(args.plot).is_dir():
