@@ -3,7 +3,10 @@
 A server the harness starts with ``interpose=True`` runs with a small library preloaded
 (``LD_PRELOAD``, C source in ``interpose/rsinterpose.c``, compiled by :mod:`._cbuild`). It wraps
 ``pread``/``preadv``, through which PostgreSQL's ``pg_preadv()`` (``port/pg_iovec.h``) reads relation
-data for ``md.c`` with ``io_method`` ``sync`` and ``worker``. Every process of the server shares
+data for ``md.c`` with ``io_method`` ``sync`` and ``worker``, and liburing's ``io_uring_submit`` and
+``io_uring_peek_batch_cqe`` (``method_io_uring.c``): under ``io_uring`` a matched read's completion
+gets its ``EIO``, short count or damaged pages before PostgreSQL reaps it; a delay or hang there
+is refused (:func:`io_uring_problem`). Every process of the server shares
 one control area, a file in the server's run directory mapped ``MAP_SHARED``: the harness writes
 rules there between statements (no restart), the server's processes count, act and append to a
 ledger the harness reads back.
@@ -44,6 +47,7 @@ __all__ = [
     "IoRule",
     "Latency",
     "LedgerEntry",
+    "URING_NO_DELAY",
     "RelationTarget",
     "interposer_library",
     "io_uring_problem",

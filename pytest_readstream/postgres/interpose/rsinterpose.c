@@ -818,6 +818,25 @@ rsi_uring_record(const RsiUringSqe *sqe)
 	__atomic_store_n(&p->user_data, sqe->user_data, __ATOMIC_RELEASE);
 }
 
+/*
+ * PostgreSQL submits a handle again only after its last completion was reaped, so an entry still
+ * recorded under the same user_data is stale (its completion was lost: a crash and restart of
+ * the backends keeps the postmaster and this table); drop it before it meets another read.
+ */
+static void
+rsi_uring_forget(uint64_t user_data)
+{
+	for (int i = 0; i < RSI_URING_PENDING; i++)
+	{
+		uint64_t	want = user_data;
+
+		if (__atomic_load_n(&pending[i].user_data, __ATOMIC_ACQUIRE) == want &&
+			__atomic_compare_exchange_n(&pending[i].user_data, &want, 0, 0,
+										__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			__atomic_fetch_sub(npending, 1, __ATOMIC_ACQ_REL);
+	}
+}
+
 int
 io_uring_submit(void *ring)
 {
@@ -825,13 +844,22 @@ io_uring_submit(void *ring)
 		real_uring_submit = (uring_submit_fn) dlsym(RTLD_NEXT, "io_uring_submit");
 	if (real_uring_submit == NULL)
 		return -ENOSYS;
-	if (ctl != NULL && pending != NULL && __atomic_load_n(&ctl->enabled, __ATOMIC_RELAXED))
+	if (ctl != NULL && pending != NULL)
 	{
 		RsiUringRing *r = (RsiUringRing *) ring;
 		unsigned	mask = *r->kring_mask;
+		int			on = __atomic_load_n(&ctl->enabled, __ATOMIC_RELAXED) != 0;
 
 		for (unsigned i = r->sqe_head; i != r->sqe_tail; i++)
-			rsi_uring_record(&r->sqes[i & mask]);
+		{
+			const RsiUringSqe *sqe = &r->sqes[i & mask];
+
+			if (__atomic_load_n(npending, __ATOMIC_ACQUIRE) > 0 && sqe->user_data != 0 &&
+				sqe->user_data != RSI_PENDING_BUSY)
+				rsi_uring_forget(sqe->user_data);
+			if (on)
+				rsi_uring_record(sqe);
+		}
 	}
 	return real_uring_submit(ring);
 }
