@@ -3,7 +3,10 @@
 A server the harness starts with ``interpose=True`` runs with a small library preloaded
 (``LD_PRELOAD``, C source in ``interpose/rsinterpose.c``, compiled by :mod:`._cbuild`). It wraps
 ``pread``/``preadv``, through which PostgreSQL's ``pg_preadv()`` (``port/pg_iovec.h``) reads relation
-data for ``md.c`` with ``io_method`` ``sync`` and ``worker``. Every process of the server shares
+data for ``md.c`` with ``io_method`` ``sync`` and ``worker``, and liburing's ``io_uring_submit`` and
+``io_uring_peek_batch_cqe`` (``method_io_uring.c``): under ``io_uring`` a matched read's completion
+gets its ``EIO``, short count or damaged pages before PostgreSQL reaps it; a delay or hang there
+is refused (:func:`io_uring_problem`). Every process of the server shares
 one control area, a file in the server's run directory mapped ``MAP_SHARED``: the harness writes
 rules there between statements (no restart), the server's processes count, act and append to a
 ledger the harness reads back.
@@ -44,8 +47,10 @@ __all__ = [
     "IoRule",
     "Latency",
     "LedgerEntry",
+    "URING_NO_DELAY",
     "RelationTarget",
     "interposer_library",
+    "io_uring_problem",
     "rule_for_device",
     "rule_for_fault",
     "unsupported_fault",
@@ -261,6 +266,32 @@ class IoRule:
             and self.max_inflight is None
         ):
             raise ValueError("a delay rule needs latency=, per_byte_ns= or max_inflight=")
+
+
+#: Under ``io_method=io_uring`` the kernel performs the read; the interposer sees its submission
+#: (``io_uring_submit``) and its completion (``io_uring_peek_batch_cqe``) only.
+URING_NO_DELAY = (
+    "io_method=io_uring: the kernel performs the read (method_io_uring.c), the interposer sees only "
+    "its submission and completion, so it cannot delay or hold it (EIO, short reads, damaged pages "
+    "and the ledger work)"
+)
+
+
+def io_uring_problem(rule: IoRule) -> str | None:
+    """Why ``rule`` cannot act on reads submitted through io_uring (``None``: it can).
+
+    ``eio``, ``short`` and ``corrupt`` change the completion PostgreSQL reaps (its ``res``, or the
+    pages in the buffers); a latency, a transfer cost, a limit of requests at once or a hang
+    would have to act while the kernel reads.
+    """
+    if rule.action in ("hang", "hang_eio"):
+        return f"a {rule.action} rule under {URING_NO_DELAY}"
+    lat = rule.latency
+    if (lat is not None and (lat.us > 0 or lat.high_us > 0)) or rule.per_byte_ns > 0:
+        return f"a rule with latency under {URING_NO_DELAY}"
+    if rule.max_inflight is not None:
+        return f"a rule with max_inflight under {URING_NO_DELAY}"
+    return None
 
 
 def unsupported_fault(fault: Any, *, data_checksums: bool = True) -> str | None:
@@ -555,10 +586,10 @@ class FaultInjector:
         """Install ``rules`` (replacing any before), effective for the next request read."""
         self._server.ensure_alive("installing I/O rules")
         if self._server.settings.io_method == "io_uring":
-            raise PgNotAvailable(
-                "io_method=io_uring reads without pread/preadv, so the interposer cannot act on them; "
-                "use io_method sync or worker"
-            )
+            for rule in rules:
+                why = io_uring_problem(rule)
+                if why is not None:
+                    raise PgNotAvailable(f"{why}; use io_method sync or worker")
         self._area.install(list(rules), self._server.block_size)
         self.rules = tuple(rules)
 

@@ -64,7 +64,14 @@ from ._cbuild import CBuildUnavailable, server_headers
 from ._cluster import embedded_bindir
 from ._walquiet import flushed_within_segment, fresh_wal_segment
 from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
-from .faults import IoRule, interposer_library, rule_for_device, rule_for_fault, unsupported_fault
+from .faults import (
+    URING_NO_DELAY,
+    IoRule,
+    interposer_library,
+    rule_for_device,
+    rule_for_fault,
+    unsupported_fault,
+)
 from .foreign_io import ForeignRead
 from .observe import evict, measure, pinned_buffers
 from .pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
@@ -662,8 +669,10 @@ class PostgresImplementation:
                 why = unsupported_fault(fault, data_checksums=self.data_checksums)
                 if why is not None:
                     raise UnsupportedLayout(f"ScanRequest.faults: {fault.kind} fault: {why}")
-            problem = io_method_problem(getattr(request.settings, "io_method", None))
-            if plan.faults and problem is not None:
+            problem = io_method_problem(
+                getattr(request.settings, "io_method", None), [f.kind for f in plan.faults]
+            )
+            if problem is not None:
                 raise UnsupportedLayout(f"ScanRequest.faults: {problem}")
 
     def _check_foreign_ios(self, request: ScanRequest, fios: list[Any]) -> None:
@@ -692,8 +701,7 @@ class PostgresImplementation:
                 )
             if settings.io_method == "io_uring":
                 raise UnsupportedLayout(
-                    f"{where}: another backend's read is one the interposer holds, and io_method=io_uring "
-                    "reads without pread/preadv"
+                    f"{where}: another backend's read is one the interposer holds, and {URING_NO_DELAY}"
                 )
         self._check_streams()
         if self._streams is None:

@@ -450,7 +450,9 @@ class RemoteStreams:
         self.impl.configure(backend.settings)
         # Only a server that runs io_uring (a build with liburing) gets here with it.
         why_not_io = self.faults.why_not_io_method(
-            backend.settings, faults=bool(getattr(faults, "faults", None)), held=bool(held)
+            backend.settings,
+            kinds=[f.kind for f in (getattr(faults, "faults", None) or ())],
+            held=bool(held),
         )
         if why_not_io is not None:
             raise StreamUnavailable(why_not_io)

@@ -120,7 +120,7 @@ def _skip_reason(table: Any, spec: Any) -> str | None:
         return "a cached run (no read is delayed)"
     settings = dict(run.settings)
     if settings.get("io_method") == "io_uring":
-        return "io_method=io_uring submits reads without pread, which the interposer cannot delay"
+        return "io_method=io_uring: the kernel performs the read, which the interposer cannot delay"
     if dict(run.device_changes).get("write_latency_us", 0) > _WRITE_DELAY_US:
         return "its point is a write delay; the interposer delays reads only"
     return None

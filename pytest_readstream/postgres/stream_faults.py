@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import psycopg
 
-from .faults import IoRule, Latency, rule_for_fault, unsupported_fault
+from .faults import URING_NO_DELAY, IoRule, Latency, rule_for_fault, unsupported_fault
 
-__all__ = ["StreamFaults", "io_method_problem", "read_error"]
+__all__ = ["URING_KINDS", "StreamFaults", "io_method_problem", "read_error"]
 
 _READ_ERROR = re.compile(r"could not read blocks? (\d+)(?:\.\.(\d+))? in file")
 # buffer_readv_report (bufmgr.c): one page, or several with the first named in the detail.
@@ -38,18 +39,22 @@ _INVALID_PAGE = re.compile(r"invalid page in block (\d+) of relation")
 _FIRST_INVALID = re.compile(r"Block (\d+) held the first invalid page")
 
 
-def io_method_problem(io_method: str | None) -> str | None:
-    """Why faults cannot be injected under ``io_method`` (``None``: they can).
+#: The model's fault kinds the interposer injects under io_uring (at submission and completion).
+URING_KINDS = ("eio", "short_read", "checksum")
 
-    Under ``io_uring`` the reads are submitted through the kernel's ring (``method_io_uring.c``),
-    not ``pread``/``preadv``, so the interposer never sees them; only a build with liburing
-    (``pgbuild``) gets that far.
+
+def io_method_problem(io_method: str | None, kinds: Iterable[str] = ()) -> str | None:
+    """Why faults of ``kinds`` cannot be injected under ``io_method`` (``None``: they can).
+
+    Under ``io_uring`` the kernel performs the read (``method_io_uring.c``); the interposer acts
+    on its submission and completion (``io_uring_submit``, ``io_uring_peek_batch_cqe``), which is
+    enough for ``eio``, ``short_read`` and ``checksum`` but not for a ``latency`` fault.
     """
-    if io_method == "io_uring":
-        return (
-            "io_method=io_uring reads without pread/preadv (through the kernel's ring), so the "
-            "read interposer cannot act on them (faults run under sync and worker)"
-        )
+    if io_method != "io_uring":
+        return None
+    for kind in kinds:
+        if kind not in URING_KINDS:
+            return f"{kind} fault: {URING_NO_DELAY}"
     return None
 
 
@@ -128,17 +133,15 @@ class StreamFaults:
         return None
 
     @staticmethod
-    def why_not_io_method(settings: Any, *, faults: bool, held: bool) -> str | None:
-        """Why the interposer cannot act under ``settings.io_method`` (``None``: it can).
+    def why_not_io_method(settings: Any, *, kinds: Iterable[str], held: bool) -> str | None:
+        """Why the interposer cannot inject faults of ``kinds`` or hold another backend's read
+        (``held``) under ``settings.io_method`` (``None``: it can).
 
         Asked only after the server took the settings, so that a build without io_uring gives
         that reason first (it is the one a user can act on)."""
-        if not (faults or held):
-            return None
-        why = io_method_problem(settings.io_method)
-        if why is not None and held:
-            return f"another backend's I/O in progress is a read the interposer holds, and {why}"
-        return why
+        if held and settings.io_method == "io_uring":
+            return f"another backend's I/O in progress is a read the interposer holds, and {URING_NO_DELAY}"
+        return io_method_problem(settings.io_method, kinds)
 
     def install(
         self, plan: Any, mirrored: dict[str, str], held: tuple[tuple[str, int, int, bool], ...] = ()

@@ -312,34 +312,35 @@ def test_the_build_runs_io_uring_with_assertions(tmp_path: Path, capsys: pytest.
         assert m.io.total().reads >= 1  # the evicted table was read back through io_uring
 
 
-def test_faults_under_io_uring_are_a_reason_not_an_error() -> None:
-    """Only a build with liburing gets a stream with faults as far as io_uring: the interposer
-    sees no read there, so the stream is refused with this reason (a skip) before it starts."""
+def test_faults_under_io_uring_are_refused_only_where_the_kernel_does_the_read() -> None:
+    """Under io_uring the interposer acts on submission and completion: eio, short_read and
+    checksum faults run; a latency fault and another backend's held read are refused with the
+    reason (a skip) before the stream starts."""
     pytest.importorskip("psycopg", reason="the server harness needs the postgres extra (psycopg)")
     from types import SimpleNamespace
 
+    from pytest_readstream.postgres.faults import URING_NO_DELAY
     from pytest_readstream.postgres.stream_faults import StreamFaults, io_method_problem
 
-    assert io_method_problem("io_uring") == (
-        "io_method=io_uring reads without pread/preadv (through the kernel's ring), so the "
-        "read interposer cannot act on them (faults run under sync and worker)"
-    )
-    assert [io_method_problem(m) for m in ("sync", "worker", None)] == [None, None, None]
+    assert io_method_problem("io_uring", ["eio", "short_read", "checksum"]) is None
+    assert io_method_problem("io_uring", ["eio", "latency"]) == f"latency fault: {URING_NO_DELAY}"
+    assert URING_NO_DELAY.startswith("io_method=io_uring: the kernel performs the read")
+    assert [io_method_problem(m, ["latency"]) for m in ("sync", "worker", None)] == [None, None, None]
     uring, worker = SimpleNamespace(io_method="io_uring"), SimpleNamespace(io_method="worker")
     why = StreamFaults.why_not_io_method
-    assert why(uring, faults=False, held=False) is None  # no fault, nothing for the interposer
-    assert why(worker, faults=True, held=True) is None
-    assert why(uring, faults=True, held=False) == io_method_problem("io_uring")
-    held = why(uring, faults=False, held=True)
-    assert held is not None and held.startswith(
-        "another backend's I/O in progress is a read the interposer holds"
-    )
+    assert why(uring, kinds=(), held=False) is None  # no fault, nothing for the interposer
+    assert why(uring, kinds=("checksum",), held=False) is None
+    assert why(worker, kinds=("latency",), held=True) is None
+    assert why(uring, kinds=("latency",), held=False) == io_method_problem("io_uring", ["latency"])
+    held = why(uring, kinds=(), held=True)
+    assert held == f"another backend's I/O in progress is a read the interposer holds, and {URING_NO_DELAY}"
 
 
 @pytest.mark.postgres
 def test_the_stream_families_run_io_uring_on_the_build(tmp_path: Path) -> None:
     """On the cached build the io_uring cases of the stream families run (none skips for want of
-    io_uring) and none fails; those with a fault plan are skipped with the interposer's reason."""
+    io_uring) and none fails, those with faults included (the interposer acts on io_uring's
+    submission and completion)."""
     if find_build(BuildOptions()) is None:
         pytest.skip("no PostgreSQL built from source in the cache (make one with: readstream pg-build)")
     pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
@@ -355,6 +356,9 @@ def test_the_stream_families_run_io_uring_on_the_build(tmp_path: Path) -> None:
     assert out.returncode == 0, tail
     skipped = [line for line in out.stdout.splitlines() if line.startswith("SKIPPED")]
     assert not [line for line in skipped if "cannot set io_method = 'io_uring'" in line], tail
-    assert [line for line in skipped if "io_method=io_uring reads without pread/preadv" in line], tail
+    # The interposer acts on io_uring reads: no fault test skips for io_uring's sake, except
+    # those holding another backend's read, which only a pread can be.
+    uring = [line for line in skipped if "io_method=io_uring" in line]
+    assert all("a read the interposer holds" in line for line in uring), tail
     summary = re.search(r"(\d+) passed", out.stdout)
     assert summary is not None and int(summary.group(1)) >= 60, tail

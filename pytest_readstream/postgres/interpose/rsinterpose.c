@@ -14,8 +14,11 @@
  * fails on their checksum (the file is never written); every matched request is written to a
  * ledger the harness reads back.
  *
- * io_method=io_uring submits reads to the kernel without these calls, so nothing is interposed
- * there; the harness refuses that combination.
+ * io_method=io_uring submits reads to the kernel without these calls. For it this library also
+ * defines liburing's io_uring_submit() and io_uring_peek_batch_cqe(), the two functions
+ * method_io_uring.c calls through liburing's shared library to submit and to reap (see "Reads
+ * through io_uring" below): EIO, short reads, damaged pages and the ledger act there too; a
+ * delay or a hang cannot (the kernel performs the read), and the harness refuses those rules.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -72,6 +75,8 @@ typedef struct RsiMatch
 	uint32_t	nblocks;
 } RsiMatch;
 
+static void rsi_uring_init(void);
+
 static void
 rsi_resolve(void)
 {
@@ -126,6 +131,7 @@ rsi_init(void)
 	/* The first process to map the area is the postmaster; the harness checks this pid. */
 	__atomic_compare_exchange_n(&ctl->attached_pid, &zero, (int32_t) getpid(), 0,
 								__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	rsi_uring_init();
 }
 
 static uint64_t
@@ -280,15 +286,16 @@ rsi_acquire_slot(RsiRule *shared, uint32_t limit)
 	}
 }
 
+/* One ledger entry, for a request process `pid` issued. */
 static void
-rsi_ledger(const RsiMatch *m, int fired, uint32_t action, int64_t result, size_t asked,
-		   uint64_t delay_ns, uint64_t start_ns, uint64_t end_ns)
+rsi_ledger_of(int32_t pid, const RsiMatch *m, int fired, uint32_t action, int64_t result,
+			  size_t asked, uint64_t delay_ns, uint64_t start_ns, uint64_t end_ns)
 {
 	uint64_t	idx = __atomic_fetch_add(&ctl->ledger_next, 1, __ATOMIC_ACQ_REL);
 	RsiEntry   *e = &ctl->ledger[idx % RSI_LEDGER_CAP];
 
 	__atomic_store_n(&e->seq, 0, __ATOMIC_RELEASE);
-	e->pid = (int32_t) getpid();
+	e->pid = pid;
 	e->rule = m->index;
 	e->action = action;
 	e->fired = (uint32_t) fired;
@@ -300,6 +307,13 @@ rsi_ledger(const RsiMatch *m, int fired, uint32_t action, int64_t result, size_t
 	e->start_ns = start_ns;
 	e->end_ns = end_ns;
 	__atomic_store_n(&e->seq, idx + 1, __ATOMIC_RELEASE);
+}
+
+static void
+rsi_ledger(const RsiMatch *m, int fired, uint32_t action, int64_t result, size_t asked,
+		   uint64_t delay_ns, uint64_t start_ns, uint64_t end_ns)
+{
+	rsi_ledger_of((int32_t) getpid(), m, fired, action, result, asked, delay_ns, start_ns, end_ns);
 }
 
 /* Bytes a short read returns: up to the faulty block, or the rule's partial amount. */
@@ -589,4 +603,329 @@ ssize_t
 preadv64(int fd, const struct iovec *iov, int iovcnt, off_t offset)
 {
 	return rsi_read(fd, iov, iovcnt, offset);
+}
+
+
+/*
+ * Reads through io_uring (io_method=io_uring, method_io_uring.c).
+ *
+ * pgaio_uring_submit() fills SQEs with liburing's inline io_uring_get_sqe()/io_uring_prep_read()/
+ * io_uring_prep_readv(), setting user_data to the PgAioHandle, then calls io_uring_submit();
+ * pgaio_uring_drain_locked() reaps with io_uring_peek_batch_cqe() and hands cqe->res to
+ * pgaio_io_process_completion(), possibly in another backend than the submitter (any process
+ * holding the ring's completion_lock). Both calls go through liburing.so's PLT, so they are
+ * defined here and forwarded (dlsym RTLD_NEXT, looked up on first use: a server without
+ * liburing never calls them).
+ *
+ * At submission the SQEs not yet handed to the kernel (sq.sqe_head .. sq.sqe_tail) are matched
+ * against the rules like a pread of the same file, offset and length; a matched read is recorded
+ * in a table shared by every process of the server (mapped in the postmaster before it forks),
+ * keyed by user_data, with the rules it matched, which ones fired and its iovecs. At completion
+ * each reaped CQE whose user_data is recorded gets its outcome before PostgreSQL sees it: EIO
+ * sets res to -EIO, a short read cuts res (PostgreSQL then reads the rest itself), corrupt
+ * damages the returned pages in the (shared) buffers with the pread path's rsi_corrupt(); the
+ * ledger entries are written then, with the submitter's pid, the submission as start and the
+ * completion as end. A delay or a hang is not applied: the kernel performs the read, and holding
+ * the reaper would delay every completion it reaps, not this read.
+ *
+ * The layouts below are liburing 2.x's public structures (liburing.h) and the kernel's SQE and
+ * CQE (linux/io_uring.h), declared here so the library builds without liburing's headers. Only
+ * the fields up to sqe_tail of struct io_uring_sq are used (the same in every liburing 2.x).
+ * PostgreSQL sets neither IORING_SETUP_SQE128 nor IORING_SETUP_CQE32, so SQEs are 64 bytes.
+ */
+#define RSI_URING_OP_READV 1	/* IORING_OP_READV */
+#define RSI_URING_OP_READ 22	/* IORING_OP_READ */
+#define RSI_URING_PENDING 256	/* matched reads in flight at once, over all processes */
+#define RSI_URING_MAX_IOV 128	/* PG_IOV_MAX (port/pg_iovec.h) is at most 128 */
+
+typedef struct RsiUringSqe
+{
+	uint8_t		opcode;
+	uint8_t		flags;
+	uint16_t	ioprio;
+	int32_t		fd;
+	uint64_t	off;
+	uint64_t	addr;
+	uint32_t	len;
+	uint32_t	rw_flags;
+	uint64_t	user_data;
+	uint64_t	pad[3];
+} RsiUringSqe;
+
+typedef struct RsiUringCqe
+{
+	uint64_t	user_data;
+	int32_t		res;
+	uint32_t	flags;
+} RsiUringCqe;
+
+/* The head of liburing's struct io_uring: its struct io_uring_sq up to sqe_tail. */
+typedef struct RsiUringRing
+{
+	unsigned   *khead;
+	unsigned   *ktail;
+	unsigned   *kring_mask;
+	unsigned   *kring_entries;
+	unsigned   *kflags;
+	unsigned   *kdropped;
+	unsigned   *array;
+	RsiUringSqe *sqes;
+	unsigned	sqe_head;
+	unsigned	sqe_tail;
+} RsiUringRing;
+
+/* One matched read submitted through io_uring and not yet reaped. */
+typedef struct RsiPending
+{
+	uint64_t	user_data;		/* 0: free; RSI_PENDING_BUSY: being filled or emptied */
+	int32_t		pid;			/* the submitter */
+	int32_t		nmatch;
+	int32_t		outcome;		/* index into match of the rule whose EIO/short applies, or -1 */
+	int32_t		iovcnt;
+	uint64_t	offset;
+	uint64_t	asked;
+	uint64_t	start_ns;
+	size_t		keep;			/* bytes a short read returns */
+	RsiMatch	match[RSI_MAX_RULES];
+	int32_t		fired[RSI_MAX_RULES];
+	struct iovec iov[RSI_URING_MAX_IOV];
+} RsiPending;
+
+#define RSI_PENDING_BUSY UINT64_MAX
+
+typedef int (*uring_submit_fn) (void *);
+typedef unsigned (*uring_peek_fn) (void *, void **, unsigned);
+
+static uring_submit_fn real_uring_submit;
+static uring_peek_fn real_uring_peek;
+static RsiPending *pending;		/* RSI_URING_PENDING entries, shared by every server process */
+static uint32_t *npending;		/* entries in use (atomic): 0 lets completions pass untouched */
+
+static void
+rsi_uring_init(void)
+{
+	size_t		size = sizeof(uint64_t) + sizeof(RsiPending) * RSI_URING_PENDING;
+	void	   *area;
+
+	/* Anonymous and shared: the postmaster's children inherit it, nothing else sees it. */
+	area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (area == MAP_FAILED)
+	{
+		fprintf(stderr, "readstream interposer: cannot map the io_uring table: %s; io_uring reads pass through\n",
+				strerror(errno));
+		return;
+	}
+	npending = (uint32_t *) area;
+	pending = (RsiPending *) ((char *) area + sizeof(uint64_t));
+}
+
+/* Record one SQE's read if a rule matches it (the pread path's decisions, without a delay). */
+static void
+rsi_uring_record(const RsiUringSqe *sqe)
+{
+	RsiMatch	matches[RSI_MAX_RULES];
+	struct stat st;
+	const struct iovec *iov;
+	struct iovec one;
+	int			iovcnt;
+	size_t		asked = 0;
+	int			n;
+	RsiPending *p = NULL;
+	uint32_t	blcksz = ctl->blcksz ? ctl->blcksz : 8192;
+
+	if (sqe->opcode == RSI_URING_OP_READ)
+	{
+		one.iov_base = (void *) (uintptr_t) sqe->addr;
+		one.iov_len = sqe->len;
+		iov = &one;
+		iovcnt = 1;
+	}
+	else if (sqe->opcode == RSI_URING_OP_READV)
+	{
+		iov = (const struct iovec *) (uintptr_t) sqe->addr;
+		iovcnt = (int) sqe->len;
+	}
+	else
+		return;
+	if (sqe->user_data == 0 || sqe->user_data == RSI_PENDING_BUSY || iovcnt < 1 ||
+		iovcnt > RSI_URING_MAX_IOV)
+		return;
+	__atomic_fetch_add(&ctl->seen, 1, __ATOMIC_RELAXED);
+	if (fstat(sqe->fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return;
+	for (int i = 0; i < iovcnt; i++)
+		asked += iov[i].iov_len;
+	n = rsi_match(&st, (off_t) sqe->off, asked, matches);
+	if (n == 0)
+		return;
+	/* A slot first: a read that cannot be recorded must not count as fired. */
+	for (int i = 0; i < RSI_URING_PENDING && p == NULL; i++)
+	{
+		uint64_t	free_slot = 0;
+
+		if (__atomic_compare_exchange_n(&pending[i].user_data, &free_slot, RSI_PENDING_BUSY, 0,
+										__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			p = &pending[i];
+	}
+	if (p == NULL)
+	{
+		fprintf(stderr, "readstream interposer: more than %d matched io_uring reads in flight; "
+				"this one passes untouched\n", RSI_URING_PENDING);
+		return;
+	}
+	__atomic_fetch_add(&ctl->matched, 1, __ATOMIC_RELAXED);
+	p->pid = (int32_t) getpid();
+	p->nmatch = n;
+	p->outcome = -1;
+	p->iovcnt = iovcnt;
+	p->offset = sqe->off;
+	p->asked = asked;
+	p->start_ns = rsi_now_ns();
+	p->keep = asked;
+	memcpy(p->iov, iov, sizeof(struct iovec) * (size_t) iovcnt);
+	for (int i = 0; i < n; i++)
+	{
+		RsiRule    *shared = &ctl->rules[matches[i].index];
+		const RsiRule *r = &matches[i].rule;
+		uint64_t	k = __atomic_add_fetch(&shared->matched, 1, __ATOMIC_ACQ_REL);
+		size_t		keep = asked;
+
+		p->match[i] = matches[i];
+		p->fired[i] = 0;
+		if (r->nth != 0 && k != r->nth)
+			continue;
+		/* The harness refuses these under io_uring; a rule of them never fires here. */
+		if (r->action == RSI_HANG || r->action == RSI_HANG_EIO)
+			continue;
+		if (r->action == RSI_SHORT)
+		{
+			keep = rsi_short_len(&matches[i], (off_t) sqe->off, asked, blcksz);
+
+			if (keep >= asked || keep == 0)
+				continue;
+		}
+		if (!rsi_claim(shared, r->times))
+			continue;
+		p->fired[i] = 1;
+		if (p->outcome < 0 && (r->action == RSI_EIO || r->action == RSI_SHORT))
+		{
+			p->outcome = i;
+			if (r->action == RSI_SHORT)
+				p->keep = keep;
+		}
+	}
+	__atomic_fetch_add(npending, 1, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&p->user_data, sqe->user_data, __ATOMIC_RELEASE);
+}
+
+/*
+ * PostgreSQL submits a handle again only after its last completion was reaped, so an entry still
+ * recorded under the same user_data is stale (its completion was lost: a crash and restart of
+ * the backends keeps the postmaster and this table); drop it before it meets another read.
+ */
+static void
+rsi_uring_forget(uint64_t user_data)
+{
+	for (int i = 0; i < RSI_URING_PENDING; i++)
+	{
+		uint64_t	want = user_data;
+
+		if (__atomic_load_n(&pending[i].user_data, __ATOMIC_ACQUIRE) == want &&
+			__atomic_compare_exchange_n(&pending[i].user_data, &want, 0, 0,
+										__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			__atomic_fetch_sub(npending, 1, __ATOMIC_ACQ_REL);
+	}
+}
+
+int
+io_uring_submit(void *ring)
+{
+	if (real_uring_submit == NULL)
+		real_uring_submit = (uring_submit_fn) dlsym(RTLD_NEXT, "io_uring_submit");
+	if (real_uring_submit == NULL)
+		return -ENOSYS;
+	if (ctl != NULL && pending != NULL)
+	{
+		RsiUringRing *r = (RsiUringRing *) ring;
+		unsigned	mask = *r->kring_mask;
+		int			on = __atomic_load_n(&ctl->enabled, __ATOMIC_RELAXED) != 0;
+
+		for (unsigned i = r->sqe_head; i != r->sqe_tail; i++)
+		{
+			const RsiUringSqe *sqe = &r->sqes[i & mask];
+
+			if (__atomic_load_n(npending, __ATOMIC_ACQUIRE) > 0 && sqe->user_data != 0 &&
+				sqe->user_data != RSI_PENDING_BUSY)
+				rsi_uring_forget(sqe->user_data);
+			if (on)
+				rsi_uring_record(sqe);
+		}
+	}
+	return real_uring_submit(ring);
+}
+
+/* Apply a recorded read's outcome to its CQE, write its ledger entries, free its entry. */
+static void
+rsi_uring_complete(RsiPending *p, RsiUringCqe *cqe)
+{
+	uint32_t	blcksz = ctl->blcksz ? ctl->blcksz : 8192;
+	int			eio = p->outcome >= 0 && p->match[p->outcome].rule.action == RSI_EIO;
+	uint64_t	end;
+
+	if (eio)
+		cqe->res = -EIO;
+	else if (p->outcome >= 0 && cqe->res > 0 && (size_t) cqe->res > p->keep)
+		cqe->res = (int32_t) p->keep;
+	if (!eio && cqe->res > 0)
+	{
+		for (int i = 0; i < p->nmatch; i++)
+		{
+			if (p->fired[i] && p->match[i].rule.action == RSI_CORRUPT)
+				rsi_corrupt(p->iov, p->iovcnt, (off_t) p->offset, (size_t) cqe->res,
+							p->match[i].first_block - (uint32_t) (p->offset / blcksz),
+							p->match[i].rule.first_block, p->match[i].rule.last_block, blcksz);
+		}
+	}
+	end = rsi_now_ns();
+	for (int i = 0; i < p->nmatch; i++)
+		rsi_ledger_of(p->pid, &p->match[i], p->fired[i],
+					  p->fired[i] ? p->match[i].rule.action : RSI_DELAY,
+					  (int64_t) cqe->res, p->asked, 0, p->start_ns, end);
+	__atomic_store_n(&p->user_data, 0, __ATOMIC_RELEASE);
+	__atomic_fetch_sub(npending, 1, __ATOMIC_ACQ_REL);
+}
+
+unsigned
+io_uring_peek_batch_cqe(void *ring, void **cqes, unsigned count)
+{
+	unsigned	got;
+
+	if (real_uring_peek == NULL)
+		real_uring_peek = (uring_peek_fn) dlsym(RTLD_NEXT, "io_uring_peek_batch_cqe");
+	if (real_uring_peek == NULL)
+		return 0;
+	got = real_uring_peek(ring, cqes, count);
+	/* Recorded reads complete even if the rules were paused or removed since their submission. */
+	if (ctl == NULL || pending == NULL || __atomic_load_n(npending, __ATOMIC_ACQUIRE) == 0)
+		return got;
+	for (unsigned c = 0; c < got; c++)
+	{
+		RsiUringCqe *cqe = (RsiUringCqe *) cqes[c];
+
+		for (int i = 0; i < RSI_URING_PENDING; i++)
+		{
+			uint64_t	want = cqe->user_data;
+
+			/* Taking the entry (BUSY) makes sure only one reaper applies it. */
+			if (want != 0 && want != RSI_PENDING_BUSY &&
+				__atomic_load_n(&pending[i].user_data, __ATOMIC_ACQUIRE) == want &&
+				__atomic_compare_exchange_n(&pending[i].user_data, &want, RSI_PENDING_BUSY, 0,
+											__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			{
+				rsi_uring_complete(&pending[i], cqe);
+				break;
+			}
+		}
+	}
+	return got;
 }
