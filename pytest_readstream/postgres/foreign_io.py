@@ -27,6 +27,7 @@ is let go when the stream's test ends. Everything is polled; nothing sleeps for 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -223,10 +224,9 @@ class ForeignReads:
 
     def _release(self, read: ForeignRead) -> None:
         if not read.released:
-            try:
+            # IndexError: the rules were cleared, which let every held request go.
+            with contextlib.suppress(IndexError):
                 self._streams.impl.server.faults.release(read.rule)
-            except IndexError:
-                pass  # the rules were cleared, which let every held request go
             read.released = True
 
     # -- the end of the test's stream ----------------------------------------------------------
