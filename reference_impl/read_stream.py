@@ -253,6 +253,13 @@ class ReadStream:
             and cls._look_ahead is ReadStream._look_ahead
             and cls._get_block is ReadStream._get_block
         )
+        # block_range_read_stream_cb over its own private state: the look-ahead step advances
+        # the range itself (the callback's body, without a call per block).
+        self._range: BlockRangeReadStreamPrivate | None = (
+            private
+            if callback is block_range_read_stream_cb and type(private) is BlockRangeReadStreamPrivate
+            else None
+        )
         if not self.debug:
             # Without debug checks, next_buffer is _next_buffer itself (one call less per buffer;
             # end() puts the checking method back).
@@ -450,7 +457,15 @@ class ReadStream:
                 continue
             if plain and self.buffered_blocknum == InvalidBlockNumber:
                 # read_stream_get_block without an ungot block or per-buffer data: the callback.
-                blocknum = self.callback(self, self.private)
+                rng = self._range
+                if rng is not None:  # block_range_read_stream_cb, inlined
+                    blocknum = rng.current_blocknum
+                    if blocknum < rng.last_exclusive:
+                        rng.current_blocknum = blocknum + 1
+                    else:
+                        blocknum = InvalidBlockNumber
+                else:
+                    blocknum = self.callback(self, self.private)
                 if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
                     self._callback_returned_no_block(blocknum)
             else:
@@ -624,7 +639,15 @@ class ReadStream:
         ):
             self._look_ahead()
         else:
-            blocknum = self.callback(self, self.private)
+            rng = self._range
+            if rng is not None:  # block_range_read_stream_cb, inlined
+                blocknum = rng.current_blocknum
+                if blocknum < rng.last_exclusive:
+                    rng.current_blocknum = blocknum + 1
+                else:
+                    blocknum = InvalidBlockNumber
+            else:
+                blocknum = self.callback(self, self.private)
             if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
                 self._callback_returned_no_block(blocknum)
                 self._set_end_of_stream()
