@@ -543,172 +543,186 @@ class Backend:
         actual = nblocks
         hits = misses = 0
         i = 0
-        while i < actual:
-            b = buffers[index + i]
-            if allow_forwarding and b != INVALID_BUFFER:
-                if comps and comps[0][0] <= clock.now:
-                    pool.poll()
-                found = bool(pool_flags[b] & BM_VALID)
-            else:
-                # PinBufferForBlock (BufferAlloc for a block not in the pool).
-                t = tag + i
-                mapped = mapping_get(t)
-                if mapped is None and inline_victims:
-                    # GetVictimBuffer. PostgreSQL reserves the private refcount entry before the
-                    # lookup; nothing until the pin reads the backend's private counts, so the
-                    # model reserves when it pins, below (and at once where finding a victim
-                    # can fail).
-                    if due <= now:
+        # The loop counts allocations, fetches, evictions and reuses in locals; they are added
+        # to the shared counters once per call, also when it raises (the counters only add up,
+        # and nothing the loop calls reads them).
+        allocs = fetched = evicted = reused = 0
+        try:
+            while i < actual:
+                b = buffers[index + i]
+                if allow_forwarding and b != INVALID_BUFFER:
+                    if comps and comps[0][0] <= clock.now:
                         pool.poll()
-                        due = comps[0][0] if comps else now + 1
-                    if plain:
-                        # StrategyGetBuffer without a ring: the head of the free list (every
-                        # buffer, in order, at start-up) if it is unused, and once the list is
-                        # empty the clock sweep, which decrements usage counts of unpinned
-                        # buffers until it finds one at zero; exactly what
-                        # BufferPool.get_buffer_outside_ring does.
-                        pool.num_allocs += 1
-                        while freelist:
-                            b = freelist.popleft()
-                            in_freelist[b] = 0
-                            if not refcount[b] and not usage[b]:
-                                break
-                        else:  # no unused buffer on the free list: the clock sweep
-                            victim = pool.next_victim
-                            trycounter = nbuffers
-                            while True:
-                                b = victim
-                                victim += 1
-                                if victim == nbuffers:
-                                    victim = 0
-                                    pool.complete_passes += 1
-                                if not refcount[b]:
-                                    u = usage[b]
-                                    if not u:
-                                        break
-                                    usage[b] = u - 1
-                                    trycounter = nbuffers
-                                else:
-                                    trycounter -= 1
-                                    if not trycounter:
-                                        pool.next_victim = victim
-                                        refs.reserve()
-                                        raise NoUnpinnedBuffers()
-                            pool.next_victim = victim
-                    else:
-                        # GetBufferFromRing: the ring's next slot, if its buffer is unpinned and
-                        # was not used since the ring put it there; else StrategyGetBuffer's
-                        # free list and clock sweep, the buffer taking the ring's slot.
-                        cur = strategy.current + 1  # type: ignore[union-attr]
-                        if cur >= ring_size:
-                            cur = 0
-                        strategy.current = cur  # type: ignore[union-attr]
-                        b = ring[cur]
-                        if b >= 0 and not refcount[b] and usage[b] <= 1:
-                            from_ring = True
+                    found = bool(pool_flags[b] & BM_VALID)
+                else:
+                    # PinBufferForBlock (BufferAlloc for a block not in the pool).
+                    t = tag + i
+                    mapped = mapping_get(t)
+                    if mapped is None and inline_victims:
+                        # GetVictimBuffer. PostgreSQL reserves the private refcount entry before the
+                        # lookup; nothing until the pin reads the backend's private counts, so the
+                        # model reserves when it pins, below (and at once where finding a victim
+                        # can fail).
+                        if due <= now:
+                            pool.poll()
+                            due = comps[0][0] if comps else now + 1
+                        if plain:
+                            # StrategyGetBuffer without a ring: the head of the free list (every
+                            # buffer, in order, at start-up) if it is unused, and once the list is
+                            # empty the clock sweep, which decrements usage counts of unpinned
+                            # buffers until it finds one at zero; exactly what
+                            # BufferPool.get_buffer_outside_ring does.
+                            allocs += 1
+                            while freelist:
+                                b = freelist.popleft()
+                                in_freelist[b] = 0
+                                if not refcount[b] and not usage[b]:
+                                    break
+                            else:  # no unused buffer on the free list: the clock sweep
+                                victim = pool.next_victim
+                                trycounter = nbuffers
+                                while True:
+                                    b = victim
+                                    victim += 1
+                                    if victim == nbuffers:
+                                        victim = 0
+                                        pool.complete_passes += 1
+                                    if not refcount[b]:
+                                        u = usage[b]
+                                        if not u:
+                                            break
+                                        usage[b] = u - 1
+                                        trycounter = nbuffers
+                                    else:
+                                        trycounter -= 1
+                                        if not trycounter:
+                                            pool.next_victim = victim
+                                            refs.reserve()
+                                            raise NoUnpinnedBuffers()
+                                pool.next_victim = victim
                         else:
-                            if refs.reserved < 0:
-                                refs.reserve()
-                            b = pool.get_buffer_outside_ring(strategy)
-                            from_ring = False
-                    # ReservePrivateRefCountEntry, then PinBuffer_Locked: the reserved entry
-                    # takes the buffer. With the array full (a stream's usual state), the entry
-                    # under the array's clock first moves to the hash table.
-                    slot = refs.reserved
-                    if slot >= 0:
-                        refs.reserved = -1
-                    elif len(pos) < REFCOUNT_ARRAY_ENTRIES:
-                        refs.reserve()
+                            # GetBufferFromRing: the ring's next slot, if its buffer is unpinned and
+                            # was not used since the ring put it there; else StrategyGetBuffer's
+                            # free list and clock sweep, the buffer taking the ring's slot.
+                            cur = strategy.current + 1  # type: ignore[union-attr]
+                            if cur >= ring_size:
+                                cur = 0
+                            strategy.current = cur  # type: ignore[union-attr]
+                            b = ring[cur]
+                            if b >= 0 and not refcount[b] and usage[b] <= 1:
+                                from_ring = True
+                            else:
+                                if refs.reserved < 0:
+                                    refs.reserve()
+                                b = pool.get_buffer_outside_ring(strategy)
+                                from_ring = False
+                        # ReservePrivateRefCountEntry, then PinBuffer_Locked: the reserved entry
+                        # takes the buffer. With the array full (a stream's usual state), the entry
+                        # under the array's clock first moves to the hash table.
                         slot = refs.reserved
-                        refs.reserved = -1
+                        if slot >= 0:
+                            refs.reserved = -1
+                        elif len(pos) < REFCOUNT_ARRAY_ENTRIES:
+                            refs.reserve()
+                            slot = refs.reserved
+                            refs.reserved = -1
+                        else:
+                            slot = refs.clock % REFCOUNT_ARRAY_ENTRIES
+                            refs.clock += 1
+                            pushed = arr_buf[slot]
+                            ovf[pushed] = arr_cnt[slot]
+                            del pos[pushed]
+                        arr_buf[slot] = b
+                        arr_cnt[slot] = 1
+                        pos[b] = slot
+                        refcount[b] = 1  # every victim is chosen unpinned
+                        f = pool_flags[b]
+                        if f & BM_DIRTY:
+                            if (
+                                not plain
+                                and pool.xlog_needs_flush(pool.page_lsn[b])
+                                and pool.strategy_reject_buffer(strategy, b, from_ring)  # type: ignore[arg-type]
+                            ):
+                                # StrategyRejectBuffer: a BULKREAD ring gives up a dirty buffer that
+                                # would need a WAL flush; GetVictimBuffer unpins it and looks again,
+                                # which is _get_victim_buffer's loop from here on (it also counts
+                                # and unmaps the victim it returns).
+                                self._unpin(b)
+                                b = self._get_victim_buffer(strategy, context)
+                                f = 0
+                            else:
+                                self._write_victim(b, context)
+                            now = clock.now
+                            due = comps[0][0] if comps else now + 1
+                        if f & BM_VALID:
+                            if not plain and from_ring:
+                                reused += 1
+                            else:
+                                evicted += 1
+                        old = pool_tag[b]
+                        if old >= 0:
+                            del mapping[old]
+                        # BufferAlloc: the victim now holds the block (flags cleared, usage 1).
+                        mapping[t] = b
+                        pool_tag[b] = t
+                        pool_flags[b] = 0
+                        usage[b] = 1
+                        fetched += 1
+                        buffers[index + i] = b
+                        misses += 1
+                        if not i and actual > 1:
+                            maxcombine = RELSEG_SIZE - blocknum % RELSEG_SIZE
+                            if maxcombine < actual:
+                                actual = maxcombine
+                        i += 1
+                        continue
+                    if refs.reserved < 0:
+                        refs.reserve()
+                    if mapped is not None:
+                        b = mapped
+                        found = self._pin_mapped(b, strategy, context, relstats)
                     else:
-                        slot = refs.clock % REFCOUNT_ARRAY_ENTRIES
-                        refs.clock += 1
-                        pushed = arr_buf[slot]
-                        ovf[pushed] = arr_cnt[slot]
-                        del pos[pushed]
-                    arr_buf[slot] = b
-                    arr_cnt[slot] = 1
-                    pos[b] = slot
-                    refcount[b] = 1  # every victim is chosen unpinned
-                    f = pool_flags[b]
-                    if f & BM_DIRTY:
-                        if (
-                            not plain
-                            and pool.xlog_needs_flush(pool.page_lsn[b])
-                            and pool.strategy_reject_buffer(strategy, b, from_ring)  # type: ignore[arg-type]
-                        ):
-                            # StrategyRejectBuffer: a BULKREAD ring gives up a dirty buffer that
-                            # would need a WAL flush; GetVictimBuffer unpins it and looks again,
-                            # which is _get_victim_buffer's loop from here on (it also counts
-                            # and unmaps the victim it returns).
-                            self._unpin(b)
-                            b = self._get_victim_buffer(strategy, context)
-                            f = 0
-                        else:
-                            self._write_victim(b, context)
-                        now = clock.now
-                        due = comps[0][0] if comps else now + 1
-                    if f & BM_VALID:
-                        if not plain and from_ring:
-                            ctx_stats.reuses += 1
-                        else:
-                            ctx_stats.evictions += 1
-                    old = pool_tag[b]
-                    if old >= 0:
-                        del mapping[old]
-                    # BufferAlloc: the victim now holds the block (flags cleared, usage 1).
-                    mapping[t] = b
-                    pool_tag[b] = t
-                    pool_flags[b] = 0
-                    usage[b] = 1
-                    relstats.blks_fetched += 1
+                        b = self._get_victim_buffer(strategy, context)
+                        mapping[t] = b
+                        pool_tag[b] = t
+                        pool_flags[b] = 0
+                        usage[b] = 1
+                        fetched += 1
+                        found = False
+                    now = clock.now
+                    due = comps[0][0] if comps else now + 1
                     buffers[index + i] = b
-                    misses += 1
-                    if not i and actual > 1:
-                        maxcombine = RELSEG_SIZE - blocknum % RELSEG_SIZE
-                        if maxcombine < actual:
-                            actual = maxcombine
-                    i += 1
-                    continue
-                if refs.reserved < 0:
-                    refs.reserve()
-                if mapped is not None:
-                    b = mapped
-                    found = self._pin_mapped(b, strategy, context, relstats)
-                else:
-                    b = self._get_victim_buffer(strategy, context)
-                    mapping[t] = b
-                    pool_tag[b] = t
-                    pool_flags[b] = 0
-                    usage[b] = 1
-                    relstats.blks_fetched += 1
-                    found = False
-                now = clock.now
-                due = comps[0][0] if comps else now + 1
-                buffers[index + i] = b
+                    if found:
+                        hits += 1
+                    else:
+                        misses += 1
                 if found:
-                    hits += 1
-                else:
-                    misses += 1
-            if found:
-                if i == 0:
-                    self.cpu(hits * self.costs.buffer_hit_us + misses * self.costs.buffer_alloc_us)
-                    op.buffers = buffers
-                    op.index = index
-                    op.blocknum = blocknum
-                    op.nblocks = 1
-                    op.nblocks_done = 1
-                    op.flags = flags
-                    op.ioh = None
-                    return 1, False
-                actual = i
-                break
-            if i == 0 and actual > 1:
-                maxcombine = RELSEG_SIZE - blocknum % RELSEG_SIZE
-                if maxcombine < actual:
-                    actual = maxcombine
-            i += 1
+                    if i == 0:
+                        self.cpu(hits * self.costs.buffer_hit_us + misses * self.costs.buffer_alloc_us)
+                        op.buffers = buffers
+                        op.index = index
+                        op.blocknum = blocknum
+                        op.nblocks = 1
+                        op.nblocks_done = 1
+                        op.flags = flags
+                        op.ioh = None
+                        return 1, False
+                    actual = i
+                    break
+                if i == 0 and actual > 1:
+                    maxcombine = RELSEG_SIZE - blocknum % RELSEG_SIZE
+                    if maxcombine < actual:
+                        actual = maxcombine
+                i += 1
+        finally:
+            if allocs:
+                pool.num_allocs += allocs
+            if fetched:
+                relstats.blks_fetched += fetched
+            if evicted:
+                ctx_stats.evictions += evicted
+            if reused:
+                ctx_stats.reuses += reused
         self.cpu(hits * self.costs.buffer_hit_us + misses * self.costs.buffer_alloc_us)
         op.buffers = buffers
         op.index = index
