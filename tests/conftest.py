@@ -7,12 +7,24 @@ import os
 import pytest
 from hypothesis import settings
 
-# The plugin (installed with the project, loaded before any conftest) registers the profiles.
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
 # pytester drives the plugin's own tests (tests/plugin, tests/conformance); pytest accepts
 # pytest_plugins only in the top-level conftest.
 pytest_plugins = ["pytester"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """The project's own tests run under the plugin's ``ci`` profile (or ``$HYPOTHESIS_PROFILE``).
+
+    pytest also loads this conftest when ``--pyargs readstream_conformance`` is run from the
+    checkout (an invocation directory's ``test*`` folders give initial conftests): the suite
+    then keeps hypothesis' own default, 100 examples, as it has anywhere else; an explicit
+    ``--hypothesis-profile`` is left to hypothesis. Runs before the plugin's own (also tryfirst)
+    ``pytest_configure``, which registered the profiles at import and reads the current one.
+    """
+    if config.option.pyargs or config.getoption("hypothesis_profile", None):
+        return
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
