@@ -378,6 +378,31 @@ rsi_corrupt_page(unsigned char *page, uint32_t blcksz, uint32_t blkno)
 }
 
 /*
+ * Copy one page between `page` and the request's iovecs, starting `from` bytes into iovec `i`:
+ * out of them (`out` = 1) or back into them (`out` = 0). A page may span iovecs.
+ */
+static void
+rsi_page_copy(const struct iovec *iov, int iovcnt, int i, size_t from, unsigned char *page,
+			  uint32_t blcksz, int out)
+{
+	size_t		done = 0;
+
+	for (int j = i; j < iovcnt && done < blcksz; j++)
+	{
+		unsigned char *at = (unsigned char *) iov[j].iov_base + (j == i ? from : 0);
+		size_t		n = iov[j].iov_len - (j == i ? from : 0);
+
+		if (n > blcksz - done)
+			n = blcksz - done;
+		if (out)
+			memcpy(page + done, at, n);
+		else
+			memcpy(at, page + done, n);
+		done += n;
+	}
+}
+
+/*
  * Damage the pages of blocks [first, last] that a read of `got` bytes at `offset` returned
  * whole. A page may span iovecs, so it is copied out and back.
  */
@@ -399,35 +424,14 @@ rsi_corrupt(const struct iovec *iov, int iovcnt, off_t offset, size_t got, uint3
 		uint64_t	rel = p - (uint64_t) offset;	/* the page's offset in the request */
 		uint64_t	pos = 0;	/* the request's bytes before iovec i */
 		int			i = 0;
-		size_t		done;
 
 		if (blk < first || blk > last)
 			continue;
 		while (i < iovcnt && pos + iov[i].iov_len <= rel)
 			pos += iov[i++].iov_len;
-		done = 0;
-		for (int j = i; j < iovcnt && done < blcksz; j++)
-		{
-			size_t		from = j == i ? (size_t) (rel - pos) : 0;
-			size_t		n = iov[j].iov_len - from;
-
-			if (n > blcksz - done)
-				n = blcksz - done;
-			memcpy(page + done, (unsigned char *) iov[j].iov_base + from, n);
-			done += n;
-		}
+		rsi_page_copy(iov, iovcnt, i, (size_t) (rel - pos), page, blcksz, 1);
 		rsi_corrupt_page(page, blcksz, (uint32_t) blk);
-		done = 0;
-		for (int j = i; j < iovcnt && done < blcksz; j++)
-		{
-			size_t		from = j == i ? (size_t) (rel - pos) : 0;
-			size_t		n = iov[j].iov_len - from;
-
-			if (n > blcksz - done)
-				n = blcksz - done;
-			memcpy((unsigned char *) iov[j].iov_base + from, page + done, n);
-			done += n;
-		}
+		rsi_page_copy(iov, iovcnt, i, (size_t) (rel - pos), page, blcksz, 0);
 	}
 }
 
