@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,6 +254,66 @@ def _cases() -> list[Case]:
                     drive="set_strategy",
                 )
             )
+    # The benchmark's own scan (readstream bench model): block_range_read_stream_cb consumed by a
+    # bare next/release loop, all misses, in the default pool and past its end (the free list
+    # runs out, then the clock sweep), under each io_method; then with a BULKREAD ring, with a
+    # consumer that spends CPU per buffer (reads complete before they are waited for), with
+    # cached blocks inside runs, and in a pool small enough that the pin limit cuts reads.
+    for method in ("worker", "sync", "io_uring"):
+        out.append(
+            Case(
+                f"range-{method}-past-pool",
+                scan="stream",
+                nblocks=20000,
+                settings={**_DIO, "io_method": method},
+                drive="range",
+            )
+        )
+    out.append(
+        Case(
+            "range-bulkread-ring",
+            scan="stream",
+            nblocks=6000,
+            settings=_DIO,
+            drive="range",
+            params={"ring": True},
+        )
+    )
+    out.append(
+        Case(
+            "range-worker-consumer-cpu",
+            scan="stream",
+            nblocks=5000,
+            settings={**_DIO, "shared_buffers": 2048},
+            cached_fraction=0.05,
+            seed=3,
+            drive="range",
+            params={"cpu_us": 4},
+        )
+    )
+    out.append(
+        Case(
+            "range-uring-tiny-pool",
+            scan="stream",
+            nblocks=3000,
+            settings={**_DIO, "io_method": "io_uring", "shared_buffers": 200},
+            cached_fraction=0.1,
+            seed=4,
+            drive="range",
+        )
+    )
+    out.append(
+        Case(
+            "range-master-worker",
+            scan="stream",
+            nblocks=5000,
+            settings={**_DIO, "version": "master", "shared_buffers": 1024},
+            cached_fraction=0.02,
+            seed=5,
+            drive="range",
+            params={"cpu_us": 1},
+        )
+    )
     return out
 
 
@@ -350,6 +409,31 @@ def _drive_set_strategy(inst: Instance, be: Any, rel: Any) -> dict[str, Any]:
     return {"blocks": got, "stream_stats": stats, "distance": [list(x) for x in history or []]}
 
 
+def _drive_range(inst: Instance, be: Any, rel: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """``readstream bench model``'s loop: a block-range stream, each buffer released at once
+    (``cpu_us`` of CPU before each release; ``ring``: a BULKREAD strategy)."""
+    n = rel.nblocks()
+    strategy = inst.strategy("bulkread") if params.get("ring") else None
+    priv = BlockRangeReadStreamPrivate(0, n)
+    stream = begin_stream(be, rel, block_range_read_stream_cb, priv, strategy=strategy)
+    cpu_us = params.get("cpu_us", 0)
+    count = 0
+    last = -1
+    while True:
+        buf = stream.next_buffer()
+        if buf == INVALID_BUFFER:
+            break
+        count += 1
+        last = be.buffer_block(buf)
+        if cpu_us:
+            be.cpu(cpu_us)
+        be.release_buffer(buf)
+    stats = stream.stats.as_dict()
+    history = stream.stats.distance_history
+    stream.end()
+    return {"count": count, "last": last, "stream_stats": stats, "distance": [list(x) for x in history or []]}
+
+
 def _ranges(values: list[int]) -> list[list[int]]:
     """``[first, last]`` runs of consecutive integers (the free list is mostly one run)."""
     out: list[list[int]] = []
@@ -395,8 +479,13 @@ def _backend_stats(be: Any) -> dict[str, Any]:
     }
 
 
-def run_case(case: Case) -> dict[str, Any]:
-    """Run ``case`` and return its full trace (events first; see the module docstring)."""
+def run_case(case: Case, *, observe: bool = True) -> dict[str, Any]:
+    """Run ``case`` and return its full trace (events first; see the module docstring).
+
+    ``observe=False`` runs it with no observer attached (the read path's unobserved code, the
+    one every benchmark and most scans take) and leaves ``events`` empty; everything else must
+    still equal the stored trace.
+    """
     settings = Settings.from_mapping(case.settings) if case.settings else Settings()
     plan = (
         FaultPlan(list(case.faults), foreign_ios=list(case.foreign)) if case.faults or case.foreign else None
@@ -413,10 +502,13 @@ def run_case(case: Case) -> dict[str, Any]:
         inst.start_foreign_io(fio)
     be = inst.backend()
     rec = _Recorder()
-    be.add_observer(rec)
+    if observe:
+        be.add_observer(rec)
     out: dict[str, Any] = {"case": case.name, "scan": case.scan, "settings": dict(case.settings)}
     if case.drive == "set_strategy":
         out["result"] = _drive_set_strategy(inst, be, rel)
+    elif case.drive == "range":
+        out["result"] = _drive_range(inst, be, rel, case.params)
     else:
         res = run_scan(
             case.scan, be, rel, variant="streamed" if case.streamed else "unstreamed", **case.params
@@ -472,6 +564,11 @@ def flatten(trace: dict[str, Any]) -> list[tuple[str, Any]]:
     return items
 
 
+def without_events(trace: dict[str, Any]) -> dict[str, Any]:
+    """``trace`` with its event list emptied (what an unobserved run is compared on)."""
+    return {**trace, "events": []}
+
+
 def first_difference(expected: dict[str, Any], got: dict[str, Any]) -> str | None:
     """None if identical, else one paragraph naming the first difference."""
     if expected == got:
@@ -511,10 +608,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="store the traces (replacing them)")
     parser.add_argument("--only", default=None, help="only cases whose name contains this")
+    parser.add_argument(
+        "--unobserved", action="store_true", help="compare a run with no observer attached (events left out)"
+    )
     args = parser.parse_args(argv)
     total = 0
     failed = 0
-    run: Callable[[Case], dict[str, Any]] = run_case
+
+    def run(case: Case) -> dict[str, Any]:
+        return run_case(case, observe=not args.unobserved)
+
     for case in CASES:
         if args.only and args.only not in case.name:
             continue
@@ -524,7 +627,8 @@ def main(argv: list[str] | None = None) -> int:
             total += size
             print(f"{case.name}: {len(trace['events'])} events, {len(trace['reads'])} reads, {size} bytes")
         else:
-            diff = first_difference(load(case), trace)
+            expected = without_events(load(case)) if args.unobserved else load(case)
+            diff = first_difference(expected, trace)
             if diff:
                 failed += 1
                 print(diff)

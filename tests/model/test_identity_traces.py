@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model._identity import CASES, Case, first_difference, load, run_case, stored_path
+from tests.model._identity import CASES, Case, first_difference, load, run_case, stored_path, without_events
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -20,6 +20,16 @@ def test_trace_is_identical_to_the_stored_one(case: Case) -> None:
     )
     diff = first_difference(load(case), run_case(case))
     assert diff is None, diff + f"\nreproduce: python -m tests.model._identity --only {case.name}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_an_unobserved_run_gives_the_same_trace(case: Case) -> None:
+    """The read path with no observer attached (the path benchmarks and scans take) reads, waits,
+    counts and leaves the pool exactly as the observed run did; only the event list is absent."""
+    diff = first_difference(without_events(load(case)), run_case(case, observe=False))
+    assert diff is None, (
+        diff + f"\nreproduce: python -m tests.model._identity --unobserved --only {case.name}"
+    )
 
 
 def test_a_changed_event_is_reported_with_its_place() -> None:
