@@ -84,13 +84,45 @@ per-buffer data, a tuple ``(block, data)`` or ``InvalidBlockNumber``."""
 
 
 class BlockRangeReadStreamPrivate:
-    """``BlockRangeReadStreamPrivate``: blocks ``current_blocknum .. last_exclusive - 1``."""
+    """``BlockRangeReadStreamPrivate``: blocks ``current_blocknum .. last_exclusive - 1``.
 
-    __slots__ = ("current_blocknum", "last_exclusive")
+    A stream that reads the range with ``block_range_read_stream_cb`` may take a run of simple
+    steps without moving ``current_blocknum`` at each one (``ReadStream._open_window``); it is then
+    this object's *stepper*, and reading or setting either field first brings the range up to
+    date (and a change ends the run, so the stream's next step sees the new value, as the
+    callback in C reads both fields at every call).
+    """
+
+    __slots__ = ("_current", "_last", "_stepper")
 
     def __init__(self, current_blocknum: int, last_exclusive: int) -> None:
-        self.current_blocknum = current_blocknum
-        self.last_exclusive = last_exclusive
+        self._current = current_blocknum
+        self._last = last_exclusive
+        self._stepper: ReadStream | None = None
+
+    @property
+    def current_blocknum(self) -> int:
+        if self._stepper is not None:
+            self._stepper._settle_steps()
+        return self._current
+
+    @current_blocknum.setter
+    def current_blocknum(self, value: int) -> None:
+        if self._stepper is not None:
+            self._stepper._drop_steps()
+        self._current = value
+
+    @property
+    def last_exclusive(self) -> int:
+        if self._stepper is not None:
+            self._stepper._settle_steps()
+        return self._last
+
+    @last_exclusive.setter
+    def last_exclusive(self, value: int) -> None:
+        if self._stepper is not None:
+            self._stepper._drop_steps()
+        self._last = value
 
     def __repr__(self) -> str:
         return f"BlockRange({self.current_blocknum}..{self.last_exclusive})"
@@ -102,6 +134,12 @@ def block_range_read_stream_cb(stream: Any, private: BlockRangeReadStreamPrivate
     The end is the ``last_exclusive`` fixed when the private state was made (a relation that
     grows meanwhile is not read further).
     """
+    if private.__class__ is BlockRangeReadStreamPrivate and private._stepper is None:
+        b = private._current  # the fields themselves: no stream holds steps over them
+        if b < private._last:
+            private._current = b + 1
+            return b
+        return InvalidBlockNumber
     b = private.current_blocknum
     if b < private.last_exclusive:
         private.current_blocknum = b + 1
@@ -239,7 +277,7 @@ class ReadStream:
         # Debug mode: blocks the callback produced that no started read has covered yet.
         self._produced: deque[int] = deque()
         record = backend.stats.read_log is not None
-        self.stats = ReadStreamStats(capacity=max_pinned, distance_history=[] if record else None)
+        self._stats = ReadStreamStats(capacity=max_pinned, distance_history=[] if record else None)
         self._note_distance()
         # Whether the callback's result is the block number itself (no per-buffer data, no debug
         # bookkeeping): then _look_ahead calls the callback directly when no block is ungot. If
@@ -260,6 +298,15 @@ class ReadStream:
             if callback is block_range_read_stream_cb and type(private) is BlockRangeReadStreamPrivate
             else None
         )
+        # The simple steps ahead (see _open_window) and the queue's overflow slots, which mirror
+        # its first io_combine_limit - 1 slots.
+        self._simple_steps = 0
+        # Where the counted run ends in the queue (0: no run), and whether its steps are block
+        # range steps, whose fields advance only when the run is settled.
+        self._steps_end = 0
+        self._range_steps = False
+        self._invalid_run = [INVALID_BUFFER] * self.queue_size
+        self._overflow_slots = icl - 1
         if not self.debug:
             # Without debug checks, next_buffer is _next_buffer itself (one call less per buffer;
             # end() puts the checking method back).
@@ -267,7 +314,7 @@ class ReadStream:
 
     # ------------------------------------------------------------------------------ helpers
     def _note_distance(self) -> None:
-        st = self.stats
+        st = self._stats
         d = self.distance
         if d > st.distance_max:
             st.distance_max = d
@@ -373,7 +420,7 @@ class ReadStream:
         self.pinned_buffers += nblocks
         if self.debug:
             self._check_started(self.pending_read_blocknum, nblocks)
-        st = self.stats
+        st = self._stats
         if not need_wait:
             st.hits += 1
             self._decay_after_hit()
@@ -531,6 +578,20 @@ class ReadStream:
             yield buf
 
     def _next_buffer(self) -> int:
+        k = self._simple_steps
+        if k:
+            # A simple step (see _open_window): hand out the next buffer of the counted run; the
+            # look-ahead step that follows only extends the pending read by one block.
+            self._simple_steps = k - 1
+            self.backend._cpu_debt += self._buffer_us
+            self.pinned_buffers -= 1
+            if self._range_steps:
+                # The queue position, the statistics, the range and the pending read advance
+                # together when the run is settled (_settle_steps).
+                return self.buffers[self._steps_end - k]
+            return self._callback_step(k)
+        if self._steps_end:
+            self._settle_steps()
         backend = self.backend
         buffers = self.buffers
         if self.fast_path:
@@ -552,14 +613,14 @@ class ReadStream:
                 buffers[oldest] = slot[0]
                 if self.debug:
                     self._check_started(next_blocknum, 1)
-                self.stats.buffers_returned += 1
-                self.stats.fast_path_returns += 1
+                self._stats.buffers_returned += 1
+                self._stats.fast_path_returns += 1
                 if not need_wait:
-                    self.stats.hits += 1
+                    self._stats.hits += 1
                     return buf
                 # The next call must wait for this one-block read.
-                self.stats.ios_started += 1
-                self.stats.blocks_read += 1
+                self._stats.ios_started += 1
+                self._stats.blocks_read += 1
                 self.oldest_io_index = 0
                 self.next_io_index = 1 if self.max_ios > 1 else 0
                 self.ios_in_progress = 1
@@ -570,8 +631,8 @@ class ReadStream:
                 self.oldest_buffer_index = self.next_buffer_index
                 self.pinned_buffers = 0
                 buffers[oldest] = INVALID_BUFFER
-                self.stats.buffers_returned += 1
-                self.stats.fast_path_returns += 1
+                self._stats.buffers_returned += 1
+                self._stats.fast_path_returns += 1
             self.fast_path = False
             return buf
 
@@ -594,7 +655,7 @@ class ReadStream:
 
         if self.ios_in_progress > 0 and self.io_buffer_index[self.oldest_io_index] == oldest:
             io_index = self.oldest_io_index
-            st = self.stats
+            st = self._stats
             t0 = backend.clock.now
             op = self.ios[io_index]
             needed_wait = backend.wait_read_buffers(op)
@@ -617,7 +678,7 @@ class ReadStream:
         if oldest == self.queue_size:
             oldest = 0
         self.oldest_buffer_index = oldest
-        self.stats.buffers_returned += 1
+        self._stats.buffers_returned += 1
 
         # read_stream_look_ahead. Once a buffer is consumed, its usual work is one iteration of
         # its loop: a block from the callback that extends the pending read (or begins one),
@@ -670,7 +731,102 @@ class ReadStream:
                 else:
                     self.buffered_blocknum = blocknum
                     self._look_ahead()
+        self._after_step(oldest)
+        return buf
 
+    def _callback_step(self, k: int) -> int:
+        """A simple step of a stream whose callback is not the inlined block range: the queue,
+        the statistics and the pending read change at once, in the general path's order."""
+        oldest = self._steps_end - k
+        buffers = self.buffers
+        buf = buffers[oldest]
+        buffers[oldest] = INVALID_BUFFER
+        if oldest < self._overflow_slots:
+            buffers[self.queue_size + oldest] = INVALID_BUFFER
+        self.oldest_buffer_index = oldest + 1
+        self._stats.buffers_returned += 1
+        blocknum = self.callback(self, self.private)
+        pending_n = self.pending_read_nblocks
+        if (
+            blocknum.__class__ is int
+            and 0 <= blocknum < InvalidBlockNumber
+            and (pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum)
+        ):
+            if pending_n == 0:
+                self.pending_read_blocknum = blocknum  # a new pending read begins
+            self.pending_read_nblocks = pending_n + 1
+            return buf
+        # The callback ended, or its block does not extend the pending read: the step is not
+        # simple after all, and goes on as in the general path.
+        self._simple_steps = 0
+        self._steps_end = 0
+        if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
+            self._callback_returned_no_block(blocknum)
+            self._set_end_of_stream()
+        else:
+            self.buffered_blocknum = blocknum
+        self._look_ahead()
+        self._after_step(oldest + 1)
+        return buf
+
+    def _settle_steps(self) -> None:
+        """Bring the fields a run of simple steps advances up to date (queue position, freed
+        queue slots, buffers returned, the block range and the pending read): what handing out
+        those buffers one by one would have left. Called before anything else reads them."""
+        end = self._steps_end
+        left = self._simple_steps
+        self._steps_end = 0
+        self._simple_steps = 0
+        if not self._range_steps:
+            return
+        start = self.oldest_buffer_index
+        taken = end - left - start
+        if taken <= 0:
+            if not left and self._range is not None:
+                self._range._stepper = None
+            return
+        buffers = self.buffers
+        stop = start + taken
+        buffers[start:stop] = self._invalid_run[:taken]
+        qs = self.queue_size
+        for i in range(start, min(stop, self._overflow_slots)):
+            buffers[qs + i] = INVALID_BUFFER
+        self.oldest_buffer_index = stop
+        self._stats.buffers_returned += taken
+        rng = self._range
+        assert rng is not None
+        first = rng._current
+        rng._current = first + taken
+        if self.pending_read_nblocks == 0:
+            self.pending_read_blocknum = first  # a new pending read began with the first step
+        self.pending_read_nblocks += taken
+        if left:
+            # The rest of the run goes on from here (an early settle: the range or the
+            # statistics were read).
+            self._steps_end = end
+            self._simple_steps = left
+        else:
+            rng._stepper = None
+
+    def _drop_steps(self) -> None:
+        """Settle the run and end it: the block range was changed, or the stream is reset, so
+        the steps counted no longer hold."""
+        self._settle_steps()
+        self._steps_end = 0
+        self._simple_steps = 0
+        if self._range is not None:
+            self._range._stepper = None
+
+    @property
+    def stats(self) -> ReadStreamStats:
+        """The stream's statistics (``ReadStreamStats``), up to date."""
+        if self._steps_end and self._range_steps:
+            self._settle_steps()
+        return self._stats
+
+    def _after_step(self, oldest: int) -> None:
+        """After a buffer was handed out and the look-ahead ran: enter the all-cached fast path
+        if the stream is in its one-block state, else count the simple steps ahead."""
         if (
             self.ios_in_progress == 0
             and self.forwarded_buffers == 0
@@ -681,12 +837,70 @@ class ReadStream:
             and self._pbd is None
         ):
             if oldest < self.io_combine_limit - 1:
-                buffers[self.queue_size + oldest] = INVALID_BUFFER
+                self.buffers[self.queue_size + oldest] = INVALID_BUFFER
             self.fast_path = True
-        return buf
+        elif self._inline_step:
+            self._open_window(oldest)
+
+    def _open_window(self, oldest: int) -> None:
+        """Count how many of the next buffers handed out are *simple steps*.
+
+        A step is simple when handing out the oldest buffer needs no wait (it is not the first
+        buffer of the oldest I/O in progress) and the look-ahead step that follows only extends
+        the pending read by the callback's next block: the loop's conditions hold before the
+        block is taken (an I/O slot is free, no ungot block, the pending read is below
+        ``io_combine_limit`` and the pins plus the pending read are below the distance) and, after
+        it, the loop ends (the pins plus the pending read are back at the distance) and its final
+        test starts nothing (the pending read is not full, and pins remain). In the usual state
+        of a stream, pins plus the pending read equal the distance; a simple step takes one pin
+        and adds one pending block, so it leaves every one of these conditions as it found them
+        except three counters, which bound the run of steps: the buffers before the oldest I/O's
+        first buffer, the blocks the pending read can still take before it is full, and the pins
+        that keep one back. The queue's end bounds it too, so a step never wraps. Whether the
+        callback's block extends the pending read is tested at each step, which leaves the run
+        when it does not.
+        """
+        pinned = self.pinned_buffers
+        pending_n = self.pending_read_nblocks
+        distance = self.distance
+        if (
+            pinned + pending_n != distance
+            or distance < 2
+            or self.ios_in_progress >= self.max_ios
+            or self.buffered_blocknum != InvalidBlockNumber
+        ):
+            return
+        k = self.io_combine_limit - 1 - pending_n
+        if pinned - 1 < k:
+            k = pinned - 1
+        to_end = self.queue_size - 1 - oldest
+        if to_end < k:
+            k = to_end
+        if self.ios_in_progress:
+            to_io = self.io_buffer_index[self.oldest_io_index] - oldest
+            if to_io < 0:
+                to_io += self.queue_size
+            if to_io < k:
+                k = to_io
+        rng = self._range
+        if rng is not None:
+            # The block range's next blocks must extend the pending read, and be there.
+            first = rng.current_blocknum
+            if pending_n and self.pending_read_blocknum + pending_n != first:
+                return
+            left = rng.last_exclusive - first
+            if left < k:
+                k = left
+        if k > 0:
+            self._simple_steps = k
+            self._steps_end = oldest + k
+            self._range_steps = rng is not None
+            if rng is not None:
+                rng._stepper = self
 
     def next_block(self) -> tuple[int, BufferAccessStrategy | None]:
         """``read_stream_next_block``: take the next block number without reading it."""
+        self._drop_steps()  # the callback moves on: the counted steps no longer hold
         return self._get_block(-1), self.ios[0].strategy
 
     def reset(self) -> None:
@@ -697,6 +911,7 @@ class ReadStream:
         """
         if self.ended:
             raise ModelUsageError("reset() on a stream that was ended")
+        self._drop_steps()  # the drain hands out buffers with the distance at 0
         self._begin_reset()
         self._drain()
         self._finish_reset()
