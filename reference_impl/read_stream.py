@@ -505,10 +505,10 @@ class ReadStream:
             if plain and self.buffered_blocknum == InvalidBlockNumber:
                 # read_stream_get_block without an ungot block or per-buffer data: the callback.
                 rng = self._range
-                if rng is not None:  # block_range_read_stream_cb, inlined
-                    blocknum = rng.current_blocknum
-                    if blocknum < rng.last_exclusive:
-                        rng.current_blocknum = blocknum + 1
+                if rng is not None and rng._stepper is None:  # block_range_read_stream_cb, inlined
+                    blocknum = rng._current
+                    if blocknum < rng._last:
+                        rng._current = blocknum + 1
                     else:
                         blocknum = InvalidBlockNumber
                 else:
@@ -589,7 +589,29 @@ class ReadStream:
                 # The queue position, the statistics, the range and the pending read advance
                 # together when the run is settled (_settle_steps).
                 return self.buffers[self._steps_end - k]
-            return self._callback_step(k)
+            # Any other callback is called at each step, and may read the stream: everything
+            # changes at once, in the general path's order.
+            oldest = self._steps_end - k
+            buffers = self.buffers
+            buf = buffers[oldest]
+            buffers[oldest] = INVALID_BUFFER
+            if oldest < self._overflow_slots:
+                buffers[self.queue_size + oldest] = INVALID_BUFFER
+            self.oldest_buffer_index = oldest + 1
+            self._stats.buffers_returned += 1
+            blocknum = self.callback(self, self.private)
+            pending_n = self.pending_read_nblocks
+            if (
+                blocknum.__class__ is int
+                and 0 <= blocknum < InvalidBlockNumber
+                and (pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum)
+            ):
+                if pending_n == 0:
+                    self.pending_read_blocknum = blocknum  # a new pending read begins
+                self.pending_read_nblocks = pending_n + 1
+                return buf
+            self._leave_run(blocknum, oldest + 1)
+            return buf
         if self._steps_end:
             self._settle_steps()
         backend = self.backend
@@ -701,10 +723,10 @@ class ReadStream:
             self._look_ahead()
         else:
             rng = self._range
-            if rng is not None:  # block_range_read_stream_cb, inlined
-                blocknum = rng.current_blocknum
-                if blocknum < rng.last_exclusive:
-                    rng.current_blocknum = blocknum + 1
+            if rng is not None and rng._stepper is None:  # block_range_read_stream_cb, inlined
+                blocknum = rng._current
+                if blocknum < rng._last:
+                    rng._current = blocknum + 1
                 else:
                     blocknum = InvalidBlockNumber
             else:
@@ -731,33 +753,26 @@ class ReadStream:
                 else:
                     self.buffered_blocknum = blocknum
                     self._look_ahead()
-        self._after_step(oldest)
+        # _after_step, written out: this runs for every buffer the general path hands out.
+        if (
+            self.ios_in_progress == 0
+            and self.forwarded_buffers == 0
+            and self.pinned_buffers == 1
+            and self.distance == 1
+            and self.combine_distance == 1
+            and self.pending_read_nblocks == 0
+            and self._pbd is None
+        ):
+            if oldest < icl - 1:
+                buffers[self.queue_size + oldest] = INVALID_BUFFER
+            self.fast_path = True
+        elif self._inline_step and self.pinned_buffers + self.pending_read_nblocks == self.distance:
+            self._open_window(oldest)
         return buf
 
-    def _callback_step(self, k: int) -> int:
-        """A simple step of a stream whose callback is not the inlined block range: the queue,
-        the statistics and the pending read change at once, in the general path's order."""
-        oldest = self._steps_end - k
-        buffers = self.buffers
-        buf = buffers[oldest]
-        buffers[oldest] = INVALID_BUFFER
-        if oldest < self._overflow_slots:
-            buffers[self.queue_size + oldest] = INVALID_BUFFER
-        self.oldest_buffer_index = oldest + 1
-        self._stats.buffers_returned += 1
-        blocknum = self.callback(self, self.private)
-        pending_n = self.pending_read_nblocks
-        if (
-            blocknum.__class__ is int
-            and 0 <= blocknum < InvalidBlockNumber
-            and (pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum)
-        ):
-            if pending_n == 0:
-                self.pending_read_blocknum = blocknum  # a new pending read begins
-            self.pending_read_nblocks = pending_n + 1
-            return buf
-        # The callback ended, or its block does not extend the pending read: the step is not
-        # simple after all, and goes on as in the general path.
+    def _leave_run(self, blocknum: Any, oldest: int) -> None:
+        """The callback ended, or its block does not extend the pending read: the step was not
+        simple after all, and goes on as in the general path."""
         self._simple_steps = 0
         self._steps_end = 0
         if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
@@ -766,8 +781,7 @@ class ReadStream:
         else:
             self.buffered_blocknum = blocknum
         self._look_ahead()
-        self._after_step(oldest + 1)
-        return buf
+        self._after_step(oldest)
 
     def _settle_steps(self) -> None:
         """Bring the fields a run of simple steps advances up to date (queue position, freed
@@ -839,7 +853,7 @@ class ReadStream:
             if oldest < self.io_combine_limit - 1:
                 self.buffers[self.queue_size + oldest] = INVALID_BUFFER
             self.fast_path = True
-        elif self._inline_step:
+        elif self._inline_step and self.pinned_buffers + self.pending_read_nblocks == self.distance:
             self._open_window(oldest)
 
     def _open_window(self, oldest: int) -> None:
@@ -864,7 +878,7 @@ class ReadStream:
         pending_n = self.pending_read_nblocks
         distance = self.distance
         if (
-            pinned + pending_n != distance
+            pinned + pending_n != distance  # (tested by the caller too, before the call)
             or distance < 2
             or self.ios_in_progress >= self.max_ios
             or self.buffered_blocknum != InvalidBlockNumber
@@ -884,11 +898,14 @@ class ReadStream:
                 k = to_io
         rng = self._range
         if rng is not None:
-            # The block range's next blocks must extend the pending read, and be there.
-            first = rng.current_blocknum
+            # The block range's next blocks must extend the pending read, and be there (and no
+            # other stream holds steps over the same range).
+            if rng._stepper is not None:
+                return
+            first = rng._current
             if pending_n and self.pending_read_blocknum + pending_n != first:
                 return
-            left = rng.last_exclusive - first
+            left = rng._last - first
             if left < k:
                 k = left
         if k > 0:
