@@ -8,7 +8,7 @@ Subcommands::
     readstream trace    --scan NAME (--nblocks N | --relation SHAPE) [--setting NAME=VALUE ...]
                         [--device PROFILE] [--cached-fraction F] [--seed S] [--unstreamed]
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
-    readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH] [--profile]
+    readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH] [--profile] [--opcodes]
     readstream bench    seeds --server [--table KEY] [--repeats R] [--scale F] [--json PATH] [--markdown PATH]
     readstream oracle   [--pg-dsn URI] [--pg-bindir DIR] [--json PATH] [--only SUBSTRING]
     readstream oracle --timing [--latency US] [--scan NAME] [--nblocks N] [--repeats R] [--direct]
@@ -364,6 +364,11 @@ def _cmd_bench(argv: Sequence[str]) -> int:
     model.add_argument(
         "--profile", action="store_true", help="also print where the model spends its time (cProfile)"
     )
+    model.add_argument(
+        "--opcodes",
+        action="store_true",
+        help="also count bytecode instructions per block (exact, whatever the machine's load)",
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
     if args.what == "seeds" and args.server:
@@ -399,13 +404,18 @@ def _cmd_bench(argv: Sequence[str]) -> int:
             progress.close()
         _write_json(args.json, rows)
         return 0
-    from .bench.model import format_profile, profile_model, run_model_benchmark
+    from .bench.model import count_opcodes, format_opcodes, format_profile, profile_model, run_model_benchmark
 
     figures = run_model_benchmark(json_path=None)
+    if args.opcodes:
+        figures["opcodes"] = count_opcodes()
     _write_json(args.json, figures)
     if args.profile:
         print()
         print(format_profile(profile_model(100_000)))
+    if args.opcodes:
+        print()
+        print(format_opcodes(figures["opcodes"]))
     return 0
 
 

@@ -12,7 +12,10 @@ machine do not count; each side is timed several times (five rounds by default),
 and the fastest round is kept. On a shared virtual machine CPU time still varies with what the
 neighbours do (the bare loop has been seen at 170 and at 310 ns/block minutes apart), so more
 rounds give a steadier minimum. :func:`profile_model` lists where the model spends its time
-(cProfile), for the lead who optimises the core.
+(cProfile), for the lead who optimises the core. :func:`count_opcodes` counts the Python
+bytecode instructions each side executes per block (``sys.settrace`` with opcode events): a figure
+that does not depend on the machine or its load at all (only on the Python version), so a change
+to the read path can be judged by it on a busy machine where CPU times drift by 10 %.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import pstats
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
 from reference_impl import (
@@ -43,14 +48,20 @@ __all__ = [
     "model_scan",
     "bare_pin_loop",
     "measure_peak_rss_mb",
+    "count_opcodes",
+    "format_opcodes",
     "RSS_BLOCKS_64GIB",
 ]
 
 RSS_BLOCKS_64GIB = 8_388_608
 
 
-def model_scan(nblocks: int) -> float:
-    """Seconds to simulate a streamed, all-miss sequential scan of ``nblocks`` blocks."""
+def model_scan(nblocks: int, *, traced: tuple[int, Any] | None = None) -> float:
+    """Seconds to simulate a streamed, all-miss sequential scan of ``nblocks`` blocks.
+
+    ``traced = (first, tracer)``: ``sys.settrace(tracer)`` from the ``first`` block handed out
+    on, until the end of the scan (for :func:`count_opcodes`; the time is then meaningless).
+    """
     inst = Instance(Settings(io_method="worker", debug_io_direct="data"), device="nvme", record_reads=False)
     rel = inst.create_relation("bench", nblocks)
     be = inst.backend()
@@ -58,11 +69,23 @@ def model_scan(nblocks: int) -> float:
     stream = begin_stream(be, rel, block_range_read_stream_cb, BlockRangeReadStreamPrivate(0, nblocks))
     release = be.release_buffer
     next_buffer = stream.next_buffer
-    while True:
-        buf = next_buffer()
-        if buf < 0:
-            break
-        release(buf)
+    if traced is not None:
+        for _ in range(traced[0]):
+            release(next_buffer())
+        sys.settrace(traced[1])
+        # This frame's own loop counts too (settrace alone traces only frames entered later).
+        here = sys._getframe()
+        here.f_trace = traced[1]
+        here.f_trace_opcodes = True
+    try:
+        while True:
+            buf = next_buffer()
+            if buf < 0:
+                break
+            release(buf)
+    finally:
+        if traced is not None:
+            sys.settrace(None)
     stream.end()
     elapsed = time.process_time() - t0
     if be.stats.shared_blks_read != nblocks:
@@ -87,6 +110,83 @@ def bare_pin_loop(nblocks: int) -> float:
         else:
             del pins[tag]
     return time.process_time() - t0
+
+
+class _OpcodeCounter:
+    """A ``sys.settrace`` function counting bytecode instructions per function."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            self.counts[frame.f_code.co_qualname] += 1
+        elif event == "call":
+            frame.f_trace_opcodes = True
+            self.calls[frame.f_code.co_qualname] += 1
+        return self
+
+
+def count_opcodes(nblocks: int = 40_000, measured: int = 10_000, top: int = 12) -> dict[str, Any]:
+    """Python bytecode instructions per block of :func:`model_scan` and :func:`bare_pin_loop`.
+
+    The model is counted over ``measured`` blocks from the middle of an ``nblocks`` scan (the
+    default pool of 16,384 buffers is then long past its free list: victims come from the clock
+    sweep, as in the timed benchmark), the bare loop over as many blocks. Only code written in
+    Python counts (a dict look-up is one instruction whatever it costs in C), so this is a proxy
+    for the time ratio, not the ratio itself; but it is exact and repeatable: a change to the
+    read path shows in it at once, whatever else runs on the machine.
+    """
+    if not isinstance(nblocks, int) or not isinstance(measured, int) or not 0 < measured <= nblocks // 2:
+        raise ValueError(
+            f"nblocks = {nblocks!r}, measured = {measured!r} are invalid: allowed ints with 0 < measured <= nblocks / 2"
+        )
+    first = nblocks // 2
+    model = _OpcodeCounter()
+    # The scan runs to its end under the tracer; only the measured blocks' share is kept, by
+    # counting a second scan that stops tracing ``measured`` blocks earlier.
+    model_scan(first + measured, traced=(first, model))
+    tail = _OpcodeCounter()
+    model_scan(first + measured, traced=(first + measured, tail))
+    per_function = model.counts - tail.counts
+    calls = model.calls - tail.calls
+    bare = _OpcodeCounter()
+    sys.settrace(bare)
+    try:
+        bare_pin_loop(measured)
+    finally:
+        sys.settrace(None)
+    model_ops = sum(per_function.values()) / measured
+    bare_ops = sum(bare.counts.values()) / measured
+    return {
+        "model_opcodes_per_block": round(model_ops, 1),
+        "bare_opcodes_per_block": round(bare_ops, 1),
+        "opcode_ratio": round(model_ops / bare_ops, 2),
+        "measured_blocks": measured,
+        "python": sys.version.split()[0],
+        "functions": [
+            {
+                "function": name,
+                "opcodes_per_block": round(n / measured, 1),
+                "calls_per_block": round(calls[name] / measured, 3),
+            }
+            for name, n in per_function.most_common(top)
+        ],
+    }
+
+
+def format_opcodes(result: dict[str, Any]) -> str:
+    """:func:`count_opcodes`' figures: the two totals, their ratio, then the model's functions."""
+    lines = [
+        f"bytecode instructions per block (Python {result['python']}): model "
+        f"{result['model_opcodes_per_block']:.1f}, bare loop {result['bare_opcodes_per_block']:.1f}, "
+        f"ratio {result['opcode_ratio']:.1f}",
+        f"{'function':<50} {'opcodes/block':>13} {'calls/block':>11}",
+    ]
+    for row in result["functions"]:
+        lines.append(f"{row['function']:<50} {row['opcodes_per_block']:>13.1f} {row['calls_per_block']:>11}")
+    return "\n".join(lines)
 
 
 def _rss_child(nblocks: int) -> None:

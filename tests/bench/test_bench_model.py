@@ -70,3 +70,44 @@ def test_cli_profile_prints_the_hot_spots(
     out = capsys.readouterr().out
     assert "goal <= 8 in pure Python" in out and "calls/block" in out
     assert "start_read_buffers" in out or "_next_buffer" in out
+
+
+def test_opcode_counts_are_exact_and_repeatable() -> None:
+    from pytest_readstream.bench.model import count_opcodes, format_opcodes
+
+    first = count_opcodes(nblocks=4000, measured=1000, top=5)
+    again = count_opcodes(nblocks=4000, measured=1000, top=5)
+    assert first == again  # no clock in it: the same code gives the same figure anywhere
+    assert first["model_opcodes_per_block"] > first["bare_opcodes_per_block"] > 0
+    assert first["opcode_ratio"] == pytest.approx(
+        first["model_opcodes_per_block"] / first["bare_opcodes_per_block"], abs=0.05
+    )
+    names = [row["function"] for row in first["functions"]]
+    assert len(names) == 5 and any("start_read_buffers" in n for n in names)
+    assert "bytecode instructions per block" in format_opcodes(first)
+
+
+def test_opcode_count_sizes_are_checked() -> None:
+    from pytest_readstream.bench.model import count_opcodes
+
+    with pytest.raises(ValueError, match="measured = 3000 are invalid"):
+        count_opcodes(nblocks=4000, measured=3000)
+
+
+def test_cli_opcodes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    import json
+
+    import pytest_readstream.bench.model as bench_model
+    from pytest_readstream.cli import main
+
+    real = bench_model.count_opcodes
+    monkeypatch.setattr(
+        bench_model,
+        "run_model_benchmark",
+        lambda json_path=None: run_model_benchmark(nblocks=1000, rounds=1, rss_nblocks=None),
+    )
+    monkeypatch.setattr(bench_model, "count_opcodes", lambda: real(nblocks=2000, measured=500))
+    out_json = tmp_path / "m.json"
+    assert main(["bench", "model", "--opcodes", "--json", str(out_json)]) == 0
+    assert "bytecode instructions per block" in capsys.readouterr().out
+    assert json.loads(out_json.read_text())["opcodes"]["measured_blocks"] == 500
