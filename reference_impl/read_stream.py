@@ -766,7 +766,11 @@ class ReadStream:
             if oldest < icl - 1:
                 buffers[self.queue_size + oldest] = INVALID_BUFFER
             self.fast_path = True
-        elif self._inline_step and self.pinned_buffers + self.pending_read_nblocks == self.distance:
+        elif (
+            self._inline_step
+            and self.pending_read_nblocks < self._overflow_slots
+            and self.pinned_buffers + self.pending_read_nblocks == self.distance
+        ):
             self._open_window(oldest)
         return buf
 
@@ -870,9 +874,10 @@ class ReadStream:
         and adds one pending block, so it leaves every one of these conditions as it found them
         except three counters, which bound the run of steps: the buffers before the oldest I/O's
         first buffer, the blocks the pending read can still take before it is full, and the pins
-        that keep one back. The queue's end bounds it too, so a step never wraps. Whether the
-        callback's block extends the pending read is tested at each step, which leaves the run
-        when it does not.
+        that keep one back. The queue's end bounds it too, so a step never wraps. Over
+        ``block_range_read_stream_cb`` the range's next blocks are known, so they bound the run
+        as well (and a change to the range ends it); any other callback's block is tested at
+        each step, which leaves the run when it does not extend the pending read.
         """
         pinned = self.pinned_buffers
         pending_n = self.pending_read_nblocks
