@@ -211,7 +211,11 @@ class Backend:
         if d >= 1.0:
             whole = int(d)
             self._cpu_debt = d - whole
-            self.clock.advance(whole)
+            clock = self.clock
+            if clock._sim is None:
+                clock.now += whole  # VirtualClock.advance outside a Simulation
+            else:
+                clock.advance(whole)
         else:
             self._cpu_debt = d
 
@@ -828,7 +832,7 @@ class Backend:
                         break
                     n += 1
         flags = op.flags
-        synchronous = bool(flags & READ_BUFFERS_SYNCHRONOUSLY)
+        synchronous = (flags & READ_BUFFERS_SYNCHRONOUSLY) != 0
         ioh = InflightIO(
             self.id,
             op.rel,
@@ -837,8 +841,8 @@ class Backend:
             io_bufs,
             op.context,
             synchronous,
-            bool(flags & READ_BUFFERS_ZERO_ON_ERROR) or self._zero_damaged,
-            bool(flags & READ_BUFFERS_IGNORE_CHECKSUM_FAILURES) or self._ignore_checksum,
+            (flags & READ_BUFFERS_ZERO_ON_ERROR) != 0 or self._zero_damaged,
+            (flags & READ_BUFFERS_IGNORE_CHECKSUM_FAILURES) != 0 or self._ignore_checksum,
         )
         ioh.backend = self
         ioh.consecutive = consecutive
@@ -861,7 +865,10 @@ class Backend:
             if d >= 1.0:
                 whole = int(d)
                 self._cpu_debt = d - whole
-                clock.advance(whole)
+                if clock._sim is None:
+                    clock.now += whole
+                else:
+                    clock.advance(whole)
             else:
                 self._cpu_debt = d
         log = st.read_log
@@ -932,7 +939,10 @@ class Backend:
                     if d >= 1.0:
                         whole = int(d)
                         self._cpu_debt = d - whole
-                        clock.advance(whole)
+                        if clock._sim is None:
+                            clock.now += whole
+                        else:
+                            clock.advance(whole)
                     else:
                         self._cpu_debt = d
                 op.ioh = None

@@ -284,9 +284,14 @@ class BufferPool:
         Every read due by then completes first, in completion order (``poll``, written out).
         """
         if not ioh.done:
-            self.clock.wait_until(ioh.complete_at)
+            clock = self.clock
+            if ioh.complete_at > clock.now:
+                if clock._sim is None:
+                    clock.now = ioh.complete_at  # VirtualClock.wait_until outside a Simulation
+                else:
+                    clock.wait_until(ioh.complete_at)
             comps = self._completions
-            now = self.clock.now
+            now = clock.now
             while comps and comps[0][0] <= now:
                 due = comps.pop(0)[2]
                 if not due.done:
