@@ -57,6 +57,12 @@ BM_MAX_USAGE_COUNT = 5
 
 # A buffer's flags once a read has delivered its page intact: valid, no I/O error.
 _MAKE_VALID = bytes((f | BM_VALID) & ~BM_IO_ERROR for f in range(256))
+# Runs of the values a read's consecutive buffers take, by length, assigned to slices without
+# building a list per read; StartReadBuffers reads at most 128 blocks (MAX_IO_COMBINE_LIMIT).
+_MAX_RUN = 128
+_PINNED_ONCE = [[1] * n for n in range(_MAX_RUN + 1)]
+_PINNED_TWICE = [[2] * n for n in range(_MAX_RUN + 1)]
+_NO_IO = [[None] * n for n in range(_MAX_RUN + 1)]
 
 
 class InflightIO:
@@ -189,13 +195,14 @@ class BufferPool:
         """Mark ``ioh``'s buffers I/O-in-progress and pinned by the I/O (``buffer_stage_common``).
 
         ``ioh.consecutive`` may be set by a caller that has compared the buffers with the slots
-        already; otherwise they are compared here.
+        already; otherwise they are compared here (and it is cleared for a read longer than
+        any StartReadBuffers issues).
         """
         bufs = ioh.bufs
         n = len(bufs)
         buf_io = self.buf_io
         refcount = self.refcount
-        if ioh.consecutive or (n > 1 and bufs == self._slots[bufs[0] : bufs[0] + n]):
+        if n <= _MAX_RUN and (ioh.consecutive or (n > 1 and bufs == self._slots[bufs[0] : bufs[0] + n])):
             # Consecutive slots (a scan's usual read): the same updates, as slices.
             lo = bufs[0]
             hi = lo + n
@@ -203,8 +210,9 @@ class BufferPool:
             buf_io[lo:hi] = [ioh] * n
             pins = refcount[lo:hi]
             # Usually each buffer is pinned once, by the backend that issues the read.
-            refcount[lo:hi] = [2] * n if pins.count(1) == n else [c + 1 for c in pins]
+            refcount[lo:hi] = _PINNED_TWICE[n] if pins.count(1) == n else [c + 1 for c in pins]
         else:
+            ioh.consecutive = False
             for b in bufs:
                 buf_io[b] = ioh
                 refcount[b] += 1
@@ -246,10 +254,10 @@ class BufferPool:
             if ioh.consecutive:
                 lo = bufs[0]
                 hi = lo + n
-                buf_io[lo:hi] = [None] * n
+                buf_io[lo:hi] = _NO_IO[n]
                 pins = refcount[lo:hi]
                 # Usually each buffer is pinned by the I/O and by the backend waiting for it.
-                refcount[lo:hi] = [1] * n if pins.count(2) == n else [c - 1 for c in pins]
+                refcount[lo:hi] = _PINNED_ONCE[n] if pins.count(2) == n else [c - 1 for c in pins]
                 flags[lo:hi] = flags[lo:hi].translate(_MAKE_VALID)
             else:
                 no_error = ~BM_IO_ERROR
