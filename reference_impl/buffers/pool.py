@@ -122,8 +122,9 @@ class InflightIO:
         # The issuing backend (None for another backend's I/O the harness staged), whose
         # observers hear of the completion.
         self.backend: Backend | None = None
-        # Set by BufferPool.register_io: the buffers are the consecutive slots bufs[0] ..
-        # bufs[0] + nblocks - 1, so their per-buffer state is updated as slices.
+        # Set by BufferPool.register_io (or before it by a caller that checked): the buffers are
+        # the consecutive slots bufs[0] .. bufs[0] + nblocks - 1, so their per-buffer state is
+        # updated as slices.
         self.consecutive = False
 
     @property
@@ -287,10 +288,8 @@ class BufferPool:
         _finish_io(ioh, ok, error)
 
     def wait_io(self, ioh: InflightIO) -> None:
-        """Block until ``ioh`` has completed (``WaitIO`` / ``pgaio_wref_wait``).
-
-        Every read due by then completes first, in completion order (``poll``, written out).
-        """
+        """Block until ``ioh`` has completed (``WaitIO`` / ``pgaio_wref_wait``); every read due
+        by then completes first, in completion order."""
         if not ioh.done:
             clock = self.clock
             if ioh.complete_at > clock.now:
@@ -298,13 +297,8 @@ class BufferPool:
                     clock.now = ioh.complete_at  # VirtualClock.wait_until outside a Simulation
                 else:
                     clock.wait_until(ioh.complete_at)
-            comps = self._completions
-            now = clock.now
-            while comps and comps[0][0] <= now:
-                due = comps.pop(0)[2]
-                if not due.done:
-                    self.complete_io(due)
-            if not ioh.done:  # completion time reached but not yet polled by the heap order
+            self.poll()
+            if not ioh.done:  # completion time reached but not yet polled in completion order
                 self.complete_io(ioh)
 
     def wait_for_owner(self, owner: int) -> None:

@@ -5,7 +5,9 @@ asks it for one vectored read of consecutive blocks of one segment (``smgrstartr
 checks the request against the fork's size (a read at or past the end fails, as ``mdreadv``
 does when ``preadv`` returns 0 bytes), lets the fault plan decide its fate, and asks the page
 cache (buffered I/O) or the device directly (``debug_io_direct=data``) when the data will be in
-memory. It returns a ``ReadOutcome``; nothing happens to buffers here.
+memory. It returns a ``ReadOutcome``; nothing happens to buffers here. Without a fault plan (no
+faults armed) a read takes a shorter path with the same result: nothing can delay, shorten,
+fail or corrupt it.
 
 Relations are created here through a back door (fixtures write straight into simulated storage,
 never through the implementation under test, as fsspec's abstract tests do).
