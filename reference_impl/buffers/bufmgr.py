@@ -211,7 +211,11 @@ class Backend:
         if d >= 1.0:
             whole = int(d)
             self._cpu_debt = d - whole
-            self.clock.advance(whole)
+            clock = self.clock
+            if clock._sim is None:
+                clock.now += whole  # VirtualClock.advance outside a Simulation
+            else:
+                clock.advance(whole)
         else:
             self._cpu_debt = d
 
@@ -791,35 +795,44 @@ class Backend:
     def _async_read_buffers(self, op: ReadBuffersOperation) -> tuple[bool, int]:
         """``AsyncReadBuffers``: start one I/O for the operation's next blocks."""
         pool = self.pool
+        clock = self.clock
         buffers = op.buffers
         base = op.index
         done = op.nblocks_done
         head = buffers[base + done]
-        if pool._completions and pool._completions[0][0] <= self.clock.now:
+        comps = pool._completions
+        if comps and comps[0][0] <= clock.now:
             pool.poll()
-        if not self._can_start_io(head, False):
-            # Somebody else read it meanwhile: counted as a hit for this backend.
-            op.nblocks_done += 1
-            op.ioh = None
-            st = self.stats
-            st.shared_blks_hit += 1
-            op.relstats.blks_hit += 1
-            st.io[op.context].hits += 1
-            if self.vacuum_cost_active:
-                st.vacuum_cost_balance += self.settings.vacuum_cost_page_hit
-            return False, 1
-        io_bufs = buffers[base + done : base + op.nblocks]  # the head, then the candidates
         buf_io = pool.buf_io
         pool_flags = pool.flags
-        n = 1
-        for b in io_bufs[1:]:
-            # StartBufferIO(nowait=true), inlined: stop at a block being read or already valid.
-            if buf_io[b] is not None or pool_flags[b] & BM_VALID:
-                del io_bufs[n:]
-                break
-            n += 1
+        # StartBufferIO(head, nowait=false): only a read in progress on the head (waited for)
+        # or a head already valid needs _can_start_io.
+        if (buf_io[head] is not None or pool_flags[head] & BM_VALID) and not self._can_start_io(head, False):
+            self._count_read_by_another(op)
+            return False, 1
+        io_bufs = buffers[base + done : base + op.nblocks]  # the head, then the candidates
+        n = len(io_bufs)
+        consecutive = False
+        if n > 1:
+            # StartBufferIO(nowait=true) on each candidate: the read stops at a block being
+            # read or already valid. For consecutive slots with no I/O and no flag set (a
+            # scan's fresh victims) no candidate stops it, which three slices show at once.
+            hi = head + n
+            if (
+                io_bufs == pool._slots[head:hi]
+                and buf_io[head + 1 : hi].count(None) == n - 1
+                and pool_flags.count(0, head + 1, hi) == n - 1
+            ):
+                consecutive = True
+            else:
+                n = 1
+                for b in io_bufs[1:]:
+                    if buf_io[b] is not None or pool_flags[b] & BM_VALID:
+                        del io_bufs[n:]
+                        break
+                    n += 1
         flags = op.flags
-        synchronous = bool(flags & READ_BUFFERS_SYNCHRONOUSLY)
+        synchronous = (flags & READ_BUFFERS_SYNCHRONOUSLY) != 0
         ioh = InflightIO(
             self.id,
             op.rel,
@@ -828,10 +841,11 @@ class Backend:
             io_bufs,
             op.context,
             synchronous,
-            bool(flags & READ_BUFFERS_ZERO_ON_ERROR) or self._zero_damaged,
-            bool(flags & READ_BUFFERS_IGNORE_CHECKSUM_FAILURES) or self._ignore_checksum,
+            (flags & READ_BUFFERS_ZERO_ON_ERROR) != 0 or self._zero_damaged,
+            (flags & READ_BUFFERS_IGNORE_CHECKSUM_FAILURES) != 0 or self._ignore_checksum,
         )
         ioh.backend = self
+        ioh.consecutive = consecutive
         pool.register_io(ioh)
         st = self.stats
         ctx = st.io[op.context]
@@ -840,15 +854,23 @@ class Backend:
         st.shared_blks_read += n
         if self.vacuum_cost_active:
             st.vacuum_cost_balance += self.settings.vacuum_cost_page_miss * n
-        now = self.clock.now
-        executes_now = self.io_method.issue(now, ioh, synchronous)
+        executes_now = self.io_method.issue(clock.now, ioh, synchronous)
         if not executes_now:
             # Completed by whoever looks after its completion time (BufferPool.poll); a read the
             # backend performs itself is completed right after its wait, below.
             pool.schedule_completion(ioh)
             # Submitting costs the backend CPU (a read it performs itself has that cost in its
-            # completion time, which it waits for).
-            self.cpu(self.costs.io_submit_us)
+            # completion time, which it waits for): cpu(io_submit_us), written out.
+            d = self._cpu_debt + self.costs.io_submit_us
+            if d >= 1.0:
+                whole = int(d)
+                self._cpu_debt = d - whole
+                if clock._sim is None:
+                    clock.now += whole
+                else:
+                    clock.advance(whole)
+            else:
+                self._cpu_debt = d
         log = st.read_log
         if log is not None:
             rec = ReadRecord(
@@ -871,10 +893,22 @@ class Backend:
             # The backend performs the read itself: it is blocked until the data is there.
             # Other backends that find the buffers I/O-in-progress meanwhile wait for it
             # (BufferPool.wait_io completes it if they get there first).
-            self.clock.wait_until(ioh.complete_at)
+            clock.wait_until(ioh.complete_at)
             if not ioh.done:
                 pool.complete_io(ioh)
         return True, n
+
+    def _count_read_by_another(self, op: ReadBuffersOperation) -> None:
+        """The head block became valid meanwhile (another backend read it): ``AsyncReadBuffers``
+        counts it as a hit for this backend and moves on by one block."""
+        op.nblocks_done += 1
+        op.ioh = None
+        st = self.stats
+        st.shared_blks_hit += 1
+        op.relstats.blks_hit += 1
+        st.io[op.context].hits += 1
+        if self.vacuum_cost_active:
+            st.vacuum_cost_balance += self.settings.vacuum_cost_page_hit
 
     def wait_read_buffers(self, op: ReadBuffersOperation) -> bool:
         """``WaitReadBuffers``: wait for (or, under ``sync``, perform) the read; raise its error.
@@ -886,19 +920,31 @@ class Backend:
         if self._wait_observer is not None and not self._in_observed_wait:
             return self._observed_wait_read_buffers(op)
         pool = self.pool
+        clock = self.clock
+        st = self.stats
         needed_wait = False
         while True:
             ioh = op.ioh
             if ioh is not None:
                 if not ioh.done:
-                    t0 = self.clock.now
+                    t0 = clock.now
                     pool.wait_io(ioh)
-                    if self.clock.now > t0:
+                    if clock.now > t0:
                         needed_wait = True
-                    self.stats.waits += 1
-                    self.stats.wait_us += self.clock.now - t0
+                    st.waits += 1
+                    st.wait_us += clock.now - t0
                 if not ioh.synchronous:
-                    self.cpu(self.costs.io_complete_us)
+                    # cpu(io_complete_us), written out.
+                    d = self._cpu_debt + self.costs.io_complete_us
+                    if d >= 1.0:
+                        whole = int(d)
+                        self._cpu_debt = d - whole
+                        if clock._sim is None:
+                            clock.now += whole
+                        else:
+                            clock.advance(whole)
+                    else:
+                        self._cpu_debt = d
                 op.ioh = None
                 if ioh.error is not None:
                     raise ioh.error

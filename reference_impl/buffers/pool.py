@@ -22,8 +22,8 @@ in ``bufmgr.Backend``. Buffer numbers are 0-based slot numbers; ``INVALID_BUFFER
 
 from __future__ import annotations
 
-import heapq
 import itertools
+from bisect import insort
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +55,15 @@ BM_IO_ERROR = 4
 BM_ZEROED = 8
 BM_MAX_USAGE_COUNT = 5
 
+# A buffer's flags once a read has delivered its page intact: valid, no I/O error.
+_MAKE_VALID = bytes((f | BM_VALID) & ~BM_IO_ERROR for f in range(256))
+# Runs of the values a read's consecutive buffers take, by length, assigned to slices without
+# building a list per read; StartReadBuffers reads at most 128 blocks (MAX_IO_COMBINE_LIMIT).
+_MAX_RUN = 128
+_PINNED_ONCE = [[1] * n for n in range(_MAX_RUN + 1)]
+_PINNED_TWICE = [[2] * n for n in range(_MAX_RUN + 1)]
+_NO_IO = [[None] * n for n in range(_MAX_RUN + 1)]
+
 
 class InflightIO:
     """One physical read in flight (a ``PgAioHandle`` with its buffers)."""
@@ -78,6 +87,7 @@ class InflightIO:
         "seq",
         "record",
         "backend",
+        "consecutive",
     )
 
     def __init__(
@@ -112,6 +122,10 @@ class InflightIO:
         # The issuing backend (None for another backend's I/O the harness staged), whose
         # observers hear of the completion.
         self.backend: Backend | None = None
+        # Set by BufferPool.register_io (or before it by a caller that checked): the buffers are
+        # the consecutive slots bufs[0] .. bufs[0] + nblocks - 1, so their per-buffer state is
+        # updated as slices.
+        self.consecutive = False
 
     @property
     def ok_blocks(self) -> int:
@@ -156,12 +170,19 @@ class BufferPool:
         self.page_lsn: list[int] = [0] * n
         self.buf_io: list[InflightIO | None] = [None] * n
         self.mapping: dict[int, int] = {}
-        self.freelist: deque[int] = deque(range(n))
+        # Every slot number, in order: a read's buffers are compared with a slice of it to find
+        # out whether they are consecutive slots (the free list shares its int objects).
+        self._slots = list(range(n))
+        self.freelist: deque[int] = deque(self._slots)
         self.in_freelist = bytearray(b"\x01" * n)
         self.next_victim = 0
         self.complete_passes = 0
         self.num_allocs = 0
         self.pin_limit = settings.pin_limit  # MaxProportionalPins
+        # Scheduled completions as (complete_at, seq, ioh), kept sorted, which is also a valid
+        # heap: [0] is the next one due. Reads are almost always scheduled in completion order,
+        # so keeping it sorted is an append, and taking the next one a pop from the front of a
+        # list as short as the reads in flight.
         self._completions: list[tuple[int, int, InflightIO]] = []
         self._io_seq = itertools.count(1)
         # WAL position model for StrategyRejectBuffer / XLogNeedsFlush.
@@ -172,23 +193,47 @@ class BufferPool:
 
     # ------------------------------------------------------------------------------ in-flight I/O
     def register_io(self, ioh: InflightIO) -> None:
-        """Mark ``ioh``'s buffers I/O-in-progress and pinned by the I/O (``buffer_stage_common``)."""
+        """Mark ``ioh``'s buffers I/O-in-progress and pinned by the I/O (``buffer_stage_common``).
+
+        ``ioh.consecutive`` may be set by a caller that has compared the buffers with the slots
+        already; otherwise they are compared here (and it is cleared for a read longer than
+        any StartReadBuffers issues).
+        """
+        bufs = ioh.bufs
+        n = len(bufs)
         buf_io = self.buf_io
         refcount = self.refcount
-        for b in ioh.bufs:
-            buf_io[b] = ioh
-            refcount[b] += 1
+        if n <= _MAX_RUN and (ioh.consecutive or (n > 1 and bufs == self._slots[bufs[0] : bufs[0] + n])):
+            # Consecutive slots (a scan's usual read): the same updates, as slices.
+            lo = bufs[0]
+            hi = lo + n
+            ioh.consecutive = True
+            buf_io[lo:hi] = [ioh] * n
+            pins = refcount[lo:hi]
+            # Usually each buffer is pinned once, by the backend that issues the read.
+            refcount[lo:hi] = _PINNED_TWICE[n] if pins.count(1) == n else [c + 1 for c in pins]
+        else:
+            ioh.consecutive = False
+            for b in bufs:
+                buf_io[b] = ioh
+                refcount[b] += 1
         ioh.seq = next(self._io_seq)
 
     def schedule_completion(self, ioh: InflightIO) -> None:
-        heapq.heappush(self._completions, (ioh.complete_at, ioh.seq, ioh))
+        """Queue ``ioh``'s completion at ``ioh.complete_at`` (ties: in the order reads were issued)."""
+        entry = (ioh.complete_at, ioh.seq, ioh)
+        comps = self._completions
+        if not comps or comps[-1] < entry:
+            comps.append(entry)
+        else:
+            insort(comps, entry)
 
     def poll(self) -> None:
         """Complete every in-flight read whose completion time has been reached."""
         comps = self._completions
         now = self.clock.now
         while comps and comps[0][0] <= now:
-            _, _, ioh = heapq.heappop(comps)
+            ioh = comps.pop(0)[2]
             if not ioh.done:
                 self.complete_io(ioh)
 
@@ -204,13 +249,23 @@ class BufferPool:
         corrupt = out.corrupt
         error = out.error
         bufs = ioh.bufs
-        if not corrupt and ok == len(bufs):
+        n = len(bufs)
+        if not corrupt and ok == n:
             # Every block arrived intact (the usual case): each buffer becomes valid.
-            no_error = ~BM_IO_ERROR
-            for b in bufs:
-                buf_io[b] = None
-                refcount[b] -= 1
-                flags[b] = (flags[b] | BM_VALID) & no_error
+            if ioh.consecutive:
+                lo = bufs[0]
+                hi = lo + n
+                buf_io[lo:hi] = _NO_IO[n]
+                pins = refcount[lo:hi]
+                # Usually each buffer is pinned by the I/O and by the backend waiting for it.
+                refcount[lo:hi] = _PINNED_ONCE[n] if pins.count(2) == n else [c - 1 for c in pins]
+                flags[lo:hi] = flags[lo:hi].translate(_MAKE_VALID)
+            else:
+                no_error = ~BM_IO_ERROR
+                for b in bufs:
+                    buf_io[b] = None
+                    refcount[b] -= 1
+                    flags[b] = (flags[b] | BM_VALID) & no_error
             _finish_io(ioh, ok, error)
             return
         for i, b in enumerate(bufs):
@@ -233,11 +288,17 @@ class BufferPool:
         _finish_io(ioh, ok, error)
 
     def wait_io(self, ioh: InflightIO) -> None:
-        """Block until ``ioh`` has completed (``WaitIO`` / ``pgaio_wref_wait``)."""
+        """Block until ``ioh`` has completed (``WaitIO`` / ``pgaio_wref_wait``); every read due
+        by then completes first, in completion order."""
         if not ioh.done:
-            self.clock.wait_until(ioh.complete_at)
+            clock = self.clock
+            if ioh.complete_at > clock.now:
+                if clock._sim is None:
+                    clock.now = ioh.complete_at  # VirtualClock.wait_until outside a Simulation
+                else:
+                    clock.wait_until(ioh.complete_at)
             self.poll()
-            if not ioh.done:  # completion time reached but not yet polled by the heap order
+            if not ioh.done:  # completion time reached but not yet polled in completion order
                 self.complete_io(ioh)
 
     def wait_for_owner(self, owner: int) -> None:

@@ -104,6 +104,10 @@ class WorkerIOMethod(IOMethod):
         self._queued: deque[int] = deque()
         self.dispatched = 0
         self.queue_full_fallbacks = 0
+        # The hand-off's whole microseconds (CpuCosts is frozen): from submission until a
+        # worker can start the read, and from its end until the waiter runs.
+        self._dispatch_us = int(costs.io_submit_us + costs.worker_dispatch_us)
+        self._wakeup_us = int(costs.worker_wakeup_us)
 
     def issue(self, now: int, ioh: InflightIO, synchronous: bool) -> bool:
         self.ios += 1
@@ -120,19 +124,21 @@ class WorkerIOMethod(IOMethod):
             self._execute_in_backend(now, ioh)
             return True
         self.dispatched += 1
-        costs = self.costs
-        ready = now + int(costs.io_submit_us + costs.worker_dispatch_us)
+        ready = now + self._dispatch_us
         free = self._free[0]
         start = ready if free <= ready else free
-        out = self.storage.read(ioh.rel, ioh.fork, ioh.start, ioh.nblocks, start)
-        copy = 0 if self.storage.direct_io else int(costs.copy_us_per_block * out.ok_blocks)
-        worker_done = out.complete_at + copy
+        storage = self.storage
+        out = storage.read(ioh.rel, ioh.fork, ioh.start, ioh.nblocks, start)
+        if storage.direct_io:
+            worker_done = out.complete_at
+        else:
+            worker_done = out.complete_at + int(self.costs.copy_us_per_block * out.ok_blocks)
         heapq.heapreplace(self._free, worker_done)
         if start > now:
             queued.append(start)
         ioh.submit_us = now
         ioh.outcome = out
-        ioh.complete_at = worker_done + int(costs.worker_wakeup_us)
+        ioh.complete_at = worker_done + self._wakeup_us
         return False
 
 

@@ -212,7 +212,11 @@ class Device:
         self._clock: _Clock | None = None
         self._horizon = 0  # intervals ending at or before it are forgotten
         self._prune_at = _PRUNE_MIN
+        # Where each file's last request ended, for the sequential latency (kept only for a
+        # device that has one: nothing else reads it).
         self._last_end: dict[int, int] = {}
+        self._read_latency = p.read_latency_us
+        self._seq_latency = p.sequential_latency_us
         self._us_per_block = BLCKSZ / (p.bandwidth_mb_s * 1.048576)
         self._rng = np.random.default_rng(seed)
         self._jitter_buf: list[float] = []
@@ -401,11 +405,13 @@ class Device:
 
     def read(self, at_us: int, file_key: int, start: int, nblocks: int) -> int:
         """Submit a read of ``nblocks`` blocks at ``start`` of file ``file_key``; completion time."""
-        p = self.profile
-        latency = p.read_latency_us
-        if p.sequential_latency_us is not None and self._last_end.get(file_key) == start:
-            latency = p.sequential_latency_us
-        self._last_end[file_key] = start + nblocks
+        latency = self._read_latency
+        seq_latency = self._seq_latency
+        if seq_latency is not None:
+            last_end = self._last_end
+            if last_end.get(file_key) == start:
+                latency = seq_latency
+            last_end[file_key] = start + nblocks
         st = self.stats
         st.reads += 1
         st.read_blocks += nblocks
@@ -413,11 +419,13 @@ class Device:
 
     def write(self, at_us: int, file_key: int, start: int, nblocks: int = 1) -> int:
         """Submit a write; returns its completion time."""
-        p = self.profile
-        latency = p.write_latency_us
-        if p.sequential_latency_us is not None and self._last_end.get(file_key) == start:
-            latency = min(latency, p.sequential_latency_us)
-        self._last_end[file_key] = start + nblocks
+        latency = self.profile.write_latency_us
+        seq_latency = self._seq_latency
+        if seq_latency is not None:
+            last_end = self._last_end
+            if last_end.get(file_key) == start:
+                latency = min(latency, seq_latency)
+            last_end[file_key] = start + nblocks
         self.stats.writes += 1
         self.stats.write_blocks += nblocks
         return self._service(at_us, latency, nblocks)

@@ -5,7 +5,9 @@ asks it for one vectored read of consecutive blocks of one segment (``smgrstartr
 checks the request against the fork's size (a read at or past the end fails, as ``mdreadv``
 does when ``preadv`` returns 0 bytes), lets the fault plan decide its fate, and asks the page
 cache (buffered I/O) or the device directly (``debug_io_direct=data``) when the data will be in
-memory. It returns a ``ReadOutcome``; nothing happens to buffers here.
+memory. It returns a ``ReadOutcome``; nothing happens to buffers here. Without a fault plan (no
+faults armed) a read takes a shorter path with the same result: nothing can delay, shorten,
+fail or corrupt it.
 
 Relations are created here through a back door (fixtures write straight into simulated storage,
 never through the implementation under test, as fsspec's abstract tests do).
@@ -14,7 +16,8 @@ never through the implementation under test, as fsspec's abstract tests do).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..errors import ModelUsageError, PgError, ReadBeyondEOF, ReadIOError
 from .device import Device
@@ -32,7 +35,7 @@ class ReadOutcome:
     complete_at: int
     ok_blocks: int  # blocks delivered, from the start of the request
     error: PgError | None = None  # raised by whoever waits for this read
-    corrupt: list[int] = field(default_factory=list)  # blocks failing page verification
+    corrupt: Sequence[int] = ()  # blocks failing page verification
 
 
 class Storage:
@@ -125,11 +128,30 @@ class Storage:
 
     def read(self, rel: Relation, fork: ForkNumber, start: int, n: int, at_us: int) -> ReadOutcome:
         """One physical vectored read of [start, start+n) issued at ``at_us``."""
+        if self.faults.faults:
+            return self._read_with_faults(rel, fork, start, n, at_us)
+        # No fault plan: the read is issued at at_us and delivers every block up to the end of
+        # the fork, and none is corrupt.
         self.physical_reads += 1
         size = rel._nblocks[fork]  # -1: the fork does not exist
         nblocks = size if size > 0 else 0
-        faults = self.faults
-        fate = faults.on_read(rel.name, fork, start, n, at_us) if faults.faults else None
+        if start >= nblocks:
+            return ReadOutcome(at_us + 1, 0, ReadBeyondEOF(rel.name, FORK_NAMES[fork], start, nblocks))
+        ok = n if start + n <= nblocks else nblocks - start
+        self.physical_read_blocks += ok
+        key = (rel._tag_bases[fork] >> 16) | (start // RELSEG_SIZE)  # file_key, inlined
+        if self.direct_io:
+            return ReadOutcome(self.device.read(at_us, key, start, ok), ok)
+        return ReadOutcome(self.page_cache.read(at_us, key, start, ok, nblocks), ok)
+
+    def _read_with_faults(
+        self, rel: Relation, fork: ForkNumber, start: int, n: int, at_us: int
+    ) -> ReadOutcome:
+        """:meth:`read` when a fault plan is armed: the plan decides the read's fate first."""
+        self.physical_reads += 1
+        size = rel._nblocks[fork]  # -1: the fork does not exist
+        nblocks = size if size > 0 else 0
+        fate = self.faults.on_read(rel.name, fork, start, n, at_us)
         at = at_us + (fate.extra_us if fate is not None else 0)
         if start >= nblocks:
             return ReadOutcome(at + 1, 0, ReadBeyondEOF(rel.name, FORK_NAMES[fork], start, nblocks))
@@ -142,7 +164,7 @@ class Storage:
                 ok = fate.ok_blocks
         self.physical_read_blocks += ok
         done = self._timing(rel, fork, start, ok, at, nblocks)
-        corrupt = [b for b in fate.corrupt if b < start + ok] if fate is not None else []
+        corrupt = [b for b in fate.corrupt if b < start + ok] if fate is not None else ()
         return ReadOutcome(done, ok, None, corrupt)
 
     def _timing(self, rel: Relation, fork: ForkNumber, start: int, n: int, at: int, nblocks: int) -> int:
