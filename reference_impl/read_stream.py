@@ -396,8 +396,13 @@ class ReadStream:
                 if self.pinned_buffers > 0:
                     flags |= READ_BUFFERS_ISSUE_ADVICE
 
-        buffer_limit = min(self._additional_pin_limit(), _INT16_MAX)
-        buffer_limit = min(buffer_limit + self.forwarded_buffers, _INT16_MAX)
+        # Min(GetAdditionalPinLimit(), PG_INT16_MAX), plus the forwarded buffers, capped again.
+        buffer_limit = self._additional_pin_limit()
+        if buffer_limit > _INT16_MAX:
+            buffer_limit = _INT16_MAX
+        buffer_limit += self.forwarded_buffers
+        if buffer_limit > _INT16_MAX:
+            buffer_limit = _INT16_MAX
         if buffer_limit == 0 and self.pinned_buffers == 0:
             buffer_limit = 1
         nblocks = pending_n
@@ -806,9 +811,10 @@ class ReadStream:
         buffers = self.buffers
         stop = start + taken
         buffers[start:stop] = self._invalid_run[:taken]
-        qs = self.queue_size
-        for i in range(start, min(stop, self._overflow_slots)):
-            buffers[qs + i] = INVALID_BUFFER
+        if start < self._overflow_slots:  # the overflow slots mirror the queue's first ones
+            qs = self.queue_size
+            for i in range(start, min(stop, self._overflow_slots)):
+                buffers[qs + i] = INVALID_BUFFER
         self.oldest_buffer_index = stop
         self._stats.buffers_returned += taken
         rng = self._range
