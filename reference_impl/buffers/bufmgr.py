@@ -42,6 +42,7 @@ from .pool import (
     BM_VALID,
     BM_ZEROED,
     INVALID_BUFFER,
+    SWEEP_CHUNK_MASK,
     BufferPool,
     InflightIO,
 )
@@ -593,6 +594,9 @@ class Backend:
                                             break
                                         usage[b] = u - 1
                                         trycounter = nbuffers
+                                        if not victim & SWEEP_CHUNK_MASK:
+                                            pool.next_victim = victim
+                                            victim = pool.sweep_chunks()
                                     else:
                                         trycounter -= 1
                                         if not trycounter:

@@ -46,6 +46,8 @@ __all__ = [
     "BM_IO_ERROR",
     "BM_ZEROED",
     "BM_MAX_USAGE_COUNT",
+    "SWEEP_CHUNK",
+    "SWEEP_CHUNK_MASK",
 ]
 
 INVALID_BUFFER = -1
@@ -54,6 +56,10 @@ BM_DIRTY = 2
 BM_IO_ERROR = 4
 BM_ZEROED = 8
 BM_MAX_USAGE_COUNT = 5
+# The clock sweep decrements whole chunks of this many buffers at once from a chunk boundary
+# (BufferPool.sweep_chunks); a power of two.
+SWEEP_CHUNK = 256
+SWEEP_CHUNK_MASK = SWEEP_CHUNK - 1
 
 
 class InflightIO:
@@ -289,6 +295,8 @@ class BufferPool:
                 if u:
                     usage[b] = u - 1
                     trycounter = n
+                    if not nb & SWEEP_CHUNK_MASK:
+                        self.sweep_chunks()
                 else:
                     if strategy is not None:
                         strategy.buffers[strategy.current] = b
@@ -297,6 +305,33 @@ class BufferPool:
                 trycounter -= 1
                 if trycounter == 0:
                     raise NoUnpinnedBuffers()
+
+    def sweep_chunks(self) -> int:
+        """The clock sweep over whole chunks of unpinned buffers in use, from the hand at a chunk
+        boundary; returns the new hand.
+
+        Where every buffer of the next ``SWEEP_CHUNK`` (or up to the pool's end) is unpinned and
+        has a usage count, the sweep decrements each and passes on, restarting its countdown
+        each time; so the whole chunk is decremented at once. It stops at the first chunk with a
+        pinned or unused buffer, which the caller sweeps buffer by buffer.
+        """
+        refcount = self.refcount
+        usage = self.usage
+        n = self.nbuffers
+        b = self.next_victim
+        while True:
+            e = min(b + SWEEP_CHUNK, n)
+            counts = usage[b:e]
+            if 0 in counts or any(refcount[b:e]):
+                return b
+            if counts.count(1) == e - b:
+                usage[b:e] = itertools.repeat(0, e - b)
+            else:
+                usage[b:e] = [u - 1 for u in counts]
+            if e == n:
+                e = 0
+                self.complete_passes += 1
+            b = self.next_victim = e
 
     def strategy_reject_buffer(self, strategy: BufferAccessStrategy, buf: int, from_ring: bool) -> bool:
         """``StrategyRejectBuffer``: BULKREAD drops a dirty ring buffer that needs a WAL flush."""
