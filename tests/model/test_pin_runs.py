@@ -1,5 +1,6 @@
 """The read path's run helpers do what their per-block counterparts do, state for state.
 
+``PrivateRefCount.pin_new_run`` against ``reserve()`` + ``pin_new()`` per buffer;
 ``BufferPool.sweep_chunks`` (inside ``get_buffer_outside_ring``) against the clock sweep one
 buffer at a time.
 """
@@ -14,6 +15,62 @@ from hypothesis import strategies as st
 
 from reference_impl import Instance, NoUnpinnedBuffers, Settings
 from reference_impl.buffers.pool import BM_DIRTY, SWEEP_CHUNK, BufferPool
+from reference_impl.buffers.refcount import PrivateRefCount
+
+# ------------------------------------------------------------------------------ private counts
+
+
+def _refcount_state(refs: PrivateRefCount) -> tuple[object, ...]:
+    """Everything observable of the private counts, dict insertion orders included."""
+    return (
+        list(refs.arr_buf),
+        list(refs.arr_cnt),
+        list(refs.pos.items()),
+        list(refs.ovf.items()),
+        refs.clock,
+        refs.reserved,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(0, 40)), max_size=80),
+    st.integers(1, 40),
+)
+def test_pin_new_run_equals_single_pins(ops, n) -> None:
+    """pin_new_run leaves the array, the hash (in insertion order), the clock and the
+    reservation exactly as reserve() + pin_new() for each buffer in turn."""
+    batch = PrivateRefCount()
+    single = PrivateRefCount()
+    for refs in (batch, single):
+        for pin, buf in ops:
+            if pin:
+                refs.reserve()
+                refs.pin(buf)
+            elif refs.count(buf):
+                refs.unpin(buf)
+    bufs = [100 + 3 * k for k in range(n)]
+    batch.pin_new_run(bufs)
+    for b in bufs:
+        single.reserve()
+        single.pin_new(b)
+    assert _refcount_state(batch) == _refcount_state(single)
+
+
+def test_pin_new_run_from_a_full_array_orders_the_hash() -> None:
+    """Twenty new pins onto a full array whose clock is at slot 3: the hash receives the old
+    entries from slot 3 round, then the first twelve new ones; the array holds the last eight,
+    112 under slot 7."""
+    refs = PrivateRefCount()
+    for b in range(11):  # 8 in the array, 3 pushed: the clock is at slot 3
+        refs.reserve()
+        refs.pin(b)
+    refs.pin_new_run(list(range(100, 120)))
+    assert list(refs.ovf) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, *range(100, 112)]
+    assert list(refs.pos) == list(range(112, 120))
+    assert refs.arr_buf == [113, 114, 115, 116, 117, 118, 119, 112]
+    assert refs.clock == 23 and refs.reserved == -1
+
 
 # ------------------------------------------------------------------------------ victims
 
