@@ -306,6 +306,56 @@ class BufferPool:
                 if trycounter == 0:
                     raise NoUnpinnedBuffers()
 
+    def get_clean_victim_outside_ring(self) -> int:
+        """:meth:`get_buffer_outside_ring` without a ring for a victim that needs no write: the
+        buffer, counted in ``num_allocs``, or -1 where the search must go on block by block.
+
+        The search stops, leaving the free list and the clock hand where that search continues,
+        before a dirty victim (writing it moves time, after which due completions change pins)
+        and at a pinned buffer on the clock, where a search counts down towards
+        ``NoUnpinnedBuffers`` (no count is lost: each usage decrement restarted it). Free-list
+        entries in use are dropped and usage counts decremented as the search goes, exactly as
+        :meth:`get_buffer_outside_ring` does.
+        """
+        refcount = self.refcount
+        usage = self.usage
+        flags = self.flags
+        freelist = self.freelist
+        while freelist:
+            b = freelist[0]
+            if not refcount[b] and not usage[b]:
+                if flags[b] & BM_DIRTY:
+                    return -1
+                freelist.popleft()
+                self.in_freelist[b] = 0
+                self.num_allocs += 1
+                return b
+            freelist.popleft()
+            self.in_freelist[b] = 0
+        n = self.nbuffers
+        b = self.next_victim
+        while True:
+            if refcount[b]:
+                self.next_victim = b
+                return -1
+            u = usage[b]
+            if not u and flags[b] & BM_DIRTY:
+                self.next_victim = b
+                return -1
+            nb = b + 1
+            if nb == n:
+                nb = 0
+                self.complete_passes += 1
+            if not u:
+                self.next_victim = nb
+                self.num_allocs += 1
+                return b
+            usage[b] = u - 1
+            b = nb
+            if not b & SWEEP_CHUNK_MASK:
+                self.next_victim = b
+                b = self.sweep_chunks()
+
     def sweep_chunks(self) -> int:
         """The clock sweep over whole chunks of unpinned buffers in use, from the hand at a chunk
         boundary; returns the new hand.

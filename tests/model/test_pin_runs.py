@@ -1,19 +1,23 @@
 """The read path's run helpers do what their per-block counterparts do, state for state.
 
 ``PrivateRefCount.pin_new_run`` against ``reserve()`` + ``pin_new()`` per buffer;
-``BufferPool.sweep_chunks`` (inside ``get_buffer_outside_ring``) against the clock sweep one
-buffer at a time.
+``BufferPool.get_clean_victim_outside_ring`` and ``BufferPool.sweep_chunks`` against the clock
+sweep one buffer at a time; ``Backend._alloc_unmapped_run`` against ``start_read_buffers``' own
+loop, on pools with mapped blocks inside the read, dirty and pinned buffers, a refilled free list.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import asdict
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_impl import Instance, NoUnpinnedBuffers, Settings
+from reference_impl import Instance, NoUnpinnedBuffers, ReadBuffersOperation, Settings
+from reference_impl.buffers.bufmgr import Backend
 from reference_impl.buffers.pool import BM_DIRTY, SWEEP_CHUNK, BufferPool
 from reference_impl.buffers.refcount import PrivateRefCount
 
@@ -155,6 +159,34 @@ _pools = st.integers(17, 700).flatmap(
 
 
 @settings(max_examples=200, deadline=None)
+@given(_pools)
+def test_clean_victims_are_the_sweeps_victims(case) -> None:
+    """get_clean_victim_outside_ring gives the victims and state of the clock sweep one buffer
+    at a time; where it gives up (-1), the sweep goes on from its state to the same result."""
+    n, usage, pins, dirty, free, hand, searches = case
+    fast = _pool(n, usage, pins, dirty, free, hand)
+    ref = _pool(n, usage, pins, dirty, free, hand)
+    for _ in range(searches):
+        b = _take(fast, BufferPool.get_clean_victim_outside_ring)
+        if b == -1:
+            # It gave up before a dirty victim or at a pinned buffer on the clock.
+            if fast.freelist:
+                head = fast.freelist[0]
+                assert fast.flags[head] & BM_DIRTY and not fast.refcount[head] and not fast.usage[head]
+            else:
+                h = fast.next_victim
+                assert fast.refcount[h] or (not fast.usage[h] and fast.flags[h] & BM_DIRTY)
+            b = _take(fast, _reference_victim)
+            assert b == _take(ref, _reference_victim)
+        else:
+            assert b == _take(ref, _reference_victim)
+            assert not fast.flags[b] & BM_DIRTY
+        assert _victim_state(fast) == _victim_state(ref)
+        if isinstance(b, str):
+            break
+
+
+@settings(max_examples=200, deadline=None)
 @given(_pools, st.integers(0, 3))
 def test_chunked_sweep_equals_the_sweep(case, runs) -> None:
     """get_buffer_outside_ring, which decrements whole chunks of unpinned buffers in use,
@@ -182,3 +214,100 @@ def test_sweep_chunks_decrements_a_lap_at_once() -> None:
     pool = _pool(1000, [1] * 1000, [0] * 1000, [False] * 1000, [], 0)
     assert pool.get_buffer_outside_ring(None) == 0
     assert pool.usage == [0] * 1000 and pool.next_victim == 1 and pool.complete_passes == 1
+
+
+# ------------------------------------------------------------------------------ the read's run
+
+
+def _read_state(inst: Instance, be: Backend, buffers: list[int], result: object) -> dict[str, Any]:
+    pool = inst.pool
+    return {
+        "result": result,
+        "buffers": list(buffers),
+        "tag": list(pool.tag),
+        "flags": bytes(pool.flags),
+        "usage": list(pool.usage),
+        "refcount": list(pool.refcount),
+        "mapping": list(pool.mapping.items()),
+        "freelist": list(pool.freelist),
+        "in_freelist": bytes(pool.in_freelist),
+        "clock": (pool.next_victim, pool.complete_passes, pool.num_allocs),
+        "refs": _refcount_state(be.refs),
+        "stats": asdict(be.stats),
+        "now": (inst.clock.now, be._cpu_debt),
+        "wal": (pool.wal_insert_lsn, pool.wal_flushed_lsn),
+    }
+
+
+_setup = st.fixed_dictionaries(
+    {
+        "nbuffers": st.integers(16, 48),
+        "io_method": st.sampled_from(["worker", "sync", "io_uring"]),
+        # (block, dirty: None / plain / WAL-logged, keep pinned)
+        "reads": st.lists(
+            st.tuples(st.integers(0, 90), st.sampled_from([None, False, True]), st.booleans()),
+            max_size=60,
+        ),
+        "drop_other": st.booleans(),
+        "start": st.integers(0, 80),
+        "n": st.integers(2, 20),
+        "forwarding": st.booleans(),
+        # a read of another relation left in flight, and the time that passes after it
+        "in_flight": st.one_of(st.none(), st.integers(0, 400)),
+    }
+)
+
+
+def _run_read(setup: dict[str, Any], lane: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    if not lane:
+        monkeypatch.setattr(Backend, "_alloc_unmapped_run", lambda self, tag, n, buffers, index: (0, 0))
+    inst = Instance(Settings(shared_buffers=setup["nbuffers"], io_method=setup["io_method"]))
+    rel = inst.create_relation("t", 100)
+    other = inst.create_relation("o", 20)
+    be = inst.backend()
+    pinned = 0
+    for block, dirty, keep in setup["reads"]:
+        try:
+            buf = be.read_buffer(rel, block)
+        except NoUnpinnedBuffers:
+            break
+        if dirty is not None:
+            be.mark_buffer_dirty(buf, wal_logged=dirty)
+        if keep and pinned < setup["nbuffers"] // 2:
+            pinned += 1
+        else:
+            be.release_buffer(buf)
+    if setup["drop_other"]:
+        for block in range(4):
+            try:
+                be.release_buffer(be.read_buffer(other, block))
+            except NoUnpinnedBuffers:
+                break
+        inst.pool.drop_relation_buffers(other)  # refills the free list at its head
+    if setup["in_flight"] is not None:
+        try:
+            be.start_read_buffers(ReadBuffersOperation(other), [-1] * 4, 0, 10, 4, 0)
+        except NoUnpinnedBuffers:
+            pass
+        inst.clock.advance(setup["in_flight"])
+    buffers = [-1] * 32
+    op = ReadBuffersOperation(rel)
+    n = min(setup["n"], 100 - setup["start"])
+    try:
+        result: object = be.start_read_buffers(
+            op, buffers, 0, setup["start"], n, 0, allow_forwarding=setup["forwarding"]
+        )
+    except NoUnpinnedBuffers:
+        result = "NoUnpinnedBuffers"
+    state = _read_state(inst, be, buffers, result)
+    monkeypatch.undo()
+    return state
+
+
+@settings(max_examples=150, deadline=None)
+@given(_setup)
+def test_alloc_unmapped_run_equals_the_loop(setup) -> None:
+    """A read without a ring leaves the pool (mapping order included), the private counts, the
+    statistics and the time exactly as start_read_buffers' per-block loop alone."""
+    with pytest.MonkeyPatch.context() as mp:
+        assert _run_read(setup, True, mp) == _run_read(setup, False, mp)
