@@ -604,8 +604,8 @@ class Backend:
         if (
             strategy is None
             and nblocks > 1
-            and (not allow_forwarding or buffers[index : index + nblocks].count(INVALID_BUFFER) == nblocks)
             and tag not in self.pool.mapping
+            and (not allow_forwarding or buffers[index : index + nblocks].count(INVALID_BUFFER) == nblocks)
         ):
             # A miss on the first block caps the read at the segment boundary. The misses from
             # there, as far as their victims are clean and the clock meets no pinned buffer, go
