@@ -151,11 +151,10 @@ class PrivateRefCount:
         for slot in _ROTATION[s]:
             ovf[arr_buf[slot]] = arr_cnt[slot]
         keep = m - REFCOUNT_ARRAY_ENTRIES
-        for k in range(keep):
-            ovf[bufs[k]] = 1
+        for b in bufs[:keep]:
+            ovf[b] = 1
         pos.clear()
-        for k, slot in zip(range(keep, m), _ROTATION[(s + keep) % REFCOUNT_ARRAY_ENTRIES]):
-            b = bufs[k]
+        for b, slot in zip(bufs[keep:], _ROTATION[(s + keep) % REFCOUNT_ARRAY_ENTRIES]):
             arr_buf[slot] = b
             pos[b] = slot
         arr_cnt[:] = _ONE_EACH
