@@ -42,6 +42,7 @@ from .pool import (
     BM_VALID,
     BM_ZEROED,
     INVALID_BUFFER,
+    SWEEP_CHUNK_MASK,
     BufferPool,
     InflightIO,
 )
@@ -361,6 +362,87 @@ class Backend:
             pool.usage[buf] = 0
             return buf
 
+    def _alloc_unmapped_run(self, tag: int, n: int, buffers: list[int], index: int) -> tuple[int, int]:
+        """``PinBufferForBlock`` → ``BufferAlloc`` without a ring for the blocks from ``tag``,
+        the first of which is not in the pool, up to ``n`` of them, as far as each is not in the
+        pool and its victim is clean: (blocks pinned, victims that held a valid page).
+
+        The steps are those of :meth:`start_read_buffers`' loop for a miss, in the same order
+        (each block is looked up after the previous victim's old block was unmapped). Reads due
+        are completed once, before the first victim: only a write moves time, and no victim here
+        needs one. A victim is the clock hand's buffer, or the free list's head, when it is
+        unpinned, unused and clean (the usual cases), else
+        :meth:`BufferPool.get_clean_victim_outside_ring`'s, which stops before a dirty victim or
+        at a pinned buffer. Each victim is pinned and given usage 1 before the next search,
+        which thus passes over it. Its private entry is taken afterwards, for the whole run
+        (:meth:`PrivateRefCount.pin_new_run`): nothing in between reads the private counts. The
+        caller goes on block by block from the first block not done.
+        """
+        pool = self.pool
+        comps = pool._completions
+        if comps and comps[0][0] <= self.clock.now:
+            pool.poll()
+        mapping = pool.mapping
+        pool_tag = pool.tag
+        pool_flags = pool.flags
+        refcount = pool.refcount
+        usage = pool.usage
+        freelist = pool.freelist
+        nbuffers = pool.nbuffers
+        hand = pool.next_victim
+        j = index  # the next slot of buffers
+        valid = searched = 0
+        for t in range(tag, tag + n):
+            if t in mapping:
+                break
+            if (
+                not freelist
+                and not refcount[hand]
+                and not usage[hand]
+                and not (f := pool_flags[hand]) & BM_DIRTY
+            ):
+                # The clock sweep's usual case: the buffer under the hand is the victim.
+                b = hand
+                hand += 1
+                if hand == nbuffers:
+                    hand = 0
+                    pool.complete_passes += 1
+            elif (
+                freelist
+                and not refcount[b := freelist[0]]
+                and not usage[b]
+                and not (f := pool_flags[b]) & BM_DIRTY
+            ):
+                # The free list's usual case: its head is the victim.
+                freelist.popleft()
+                pool.in_freelist[b] = 0
+            else:
+                pool.next_victim = hand
+                b = pool.get_clean_victim_outside_ring()  # counts its allocation
+                hand = pool.next_victim
+                if b < 0:
+                    break
+                f = pool_flags[b]
+                searched += 1
+            if f & BM_VALID:
+                valid += 1
+            refcount[b] = 1
+            usage[b] = 1
+            pool_flags[b] = 0
+            old = pool_tag[b]
+            if old >= 0:
+                del mapping[old]
+            mapping[t] = b
+            pool_tag[b] = t
+            buffers[j] = b
+            j += 1
+        pool.next_victim = hand
+        k = j - index
+        pool.num_allocs += k - searched
+        if k:
+            self.refs.pin_new_run(buffers[index:j])
+        return k, valid
+
     def _write_victim(self, buf: int, context: str) -> None:
         """``GetVictimBuffer`` on a dirty victim it keeps: flush WAL up to the page's LSN if
         needed (``XLogFlush``), then write the page (``FlushBuffer``)."""
@@ -486,8 +568,11 @@ class Backend:
         previous call; on return it holds the pinned buffers, including forwarded ones past the
         accepted count.
 
-        The blocks are pinned in one loop (``PinBufferForBlock`` for each, in order). A block not
-        in the pool, the common case of a cold scan, is handled inline: a victim comes from the
+        The blocks are pinned in one loop (``PinBufferForBlock`` for each, in order). A read
+        without a ring whose first block is a miss (and with nothing forwarded) first goes
+        through :meth:`_alloc_unmapped_run`, which pins the misses as long as their victims are
+        clean and the clock meets no pinned buffer, usually the whole read; the loop goes on
+        from there. In the loop, a block not in the pool is handled inline: a victim comes from the
         strategy's ring (``GetBufferFromRing``) or the free list or the clock sweep
         (``GetVictimBuffer`` → ``StrategyGetBuffer``), takes a private refcount entry
         (``ReservePrivateRefCountEntry``, ``PinBuffer_Locked``), and the block is mapped to it
@@ -508,12 +593,38 @@ class Backend:
         if not 1 <= nblocks <= 128:
             raise ModelUsageError(f"StartReadBuffers nblocks {nblocks} is out of range 1..128")
         rel = op.rel
-        fork = op.fork
         strategy = op.strategy
-        context = op.context
         relstats = op.relstats
         if relstats is None:
             relstats = op.relstats = self.stats.relation(rel.name)
+        tag = rel._tag_bases[op.fork] + blocknum
+        actual = nblocks
+        hits = misses = 0
+        i = 0
+        # The loop counts allocations, fetches, evictions and reuses in locals; they are added
+        # to the shared counters once per call, also when it raises (the counters only add up,
+        # and nothing the loop calls reads them).
+        allocs = fetched = evicted = reused = 0
+        if (
+            strategy is None
+            and nblocks > 1
+            and tag not in self.pool.mapping
+            and (not allow_forwarding or buffers[index : index + nblocks].count(INVALID_BUFFER) == nblocks)
+        ):
+            # A miss on the first block caps the read at the segment boundary. The misses from
+            # there, as far as their victims are clean and the clock meets no pinned buffer, go
+            # through _alloc_unmapped_run; the loop below goes on from the first block not done.
+            maxcombine = RELSEG_SIZE - blocknum % RELSEG_SIZE
+            if maxcombine < actual:
+                actual = maxcombine
+            i, evicted = self._alloc_unmapped_run(tag, actual, buffers, index)
+            misses = fetched = i
+            if i == actual:
+                relstats.blks_fetched += fetched
+                if evicted:
+                    self.stats.io[op.context].evictions += evicted
+                return self._read_pinned_buffers(op, buffers, index, blocknum, actual, flags, 0, misses)
+        context = op.context
         pool = self.pool
         pool_flags = pool.flags
         pool_tag = pool.tag
@@ -532,7 +643,6 @@ class Backend:
         ovf = refs.ovf
         ctx_stats = self.stats.io[context]
         nbuffers = pool.nbuffers
-        tag = rel._tag_bases[fork] + blocknum
         plain = strategy is None
         # Victims are found inline unless the strategy was freed (the use-after-free path).
         inline_victims = plain or not strategy.freed  # type: ignore[union-attr]
@@ -544,13 +654,6 @@ class Backend:
         # the next completion time and the time are re-read after each call.
         now = clock.now
         due = comps[0][0] if comps else now + 1
-        actual = nblocks
-        hits = misses = 0
-        i = 0
-        # The loop counts allocations, fetches, evictions and reuses in locals; they are added
-        # to the shared counters once per call, also when it raises (the counters only add up,
-        # and nothing the loop calls reads them).
-        allocs = fetched = evicted = reused = 0
         try:
             while i < actual:
                 b = buffers[index + i]
@@ -597,6 +700,9 @@ class Backend:
                                             break
                                         usage[b] = u - 1
                                         trycounter = nbuffers
+                                        if not victim & SWEEP_CHUNK_MASK:
+                                            pool.next_victim = victim
+                                            victim = pool.sweep_chunks()
                                     else:
                                         trycounter -= 1
                                         if not trycounter:
@@ -727,6 +833,22 @@ class Backend:
                 ctx_stats.evictions += evicted
             if reused:
                 ctx_stats.reuses += reused
+        return self._read_pinned_buffers(op, buffers, index, blocknum, actual, flags, hits, misses)
+
+    def _read_pinned_buffers(
+        self,
+        op: ReadBuffersOperation,
+        buffers: list[int],
+        index: int,
+        blocknum: int,
+        actual: int,
+        flags: int,
+        hits: int,
+        misses: int,
+    ) -> tuple[int, bool]:
+        """The end of ``StartReadBuffers`` once ``actual`` blocks are pinned: charge the pins,
+        fill in the operation, and start its I/O (``AsyncReadBuffers``), or under ``sync`` only
+        give read-ahead advice."""
         self.cpu(hits * self.costs.buffer_hit_us + misses * self.costs.buffer_alloc_us)
         op.buffers = buffers
         op.index = index
@@ -742,7 +864,7 @@ class Backend:
         op.flags |= READ_BUFFERS_SYNCHRONOUSLY
         if flags & READ_BUFFERS_ISSUE_ADVICE:
             self.cpu(self.costs.fadvise_us)
-            self.storage.prefetch(rel, fork, blocknum, actual, self.clock.now)
+            self.storage.prefetch(op.rel, op.fork, blocknum, actual, self.clock.now)
         return actual, True
 
     def _observed_start_read_buffers(

@@ -46,6 +46,8 @@ __all__ = [
     "BM_IO_ERROR",
     "BM_ZEROED",
     "BM_MAX_USAGE_COUNT",
+    "SWEEP_CHUNK",
+    "SWEEP_CHUNK_MASK",
 ]
 
 INVALID_BUFFER = -1
@@ -54,6 +56,10 @@ BM_DIRTY = 2
 BM_IO_ERROR = 4
 BM_ZEROED = 8
 BM_MAX_USAGE_COUNT = 5
+# The clock sweep decrements whole chunks of this many buffers at once from a chunk boundary
+# (BufferPool.sweep_chunks); a power of two.
+SWEEP_CHUNK = 256
+SWEEP_CHUNK_MASK = SWEEP_CHUNK - 1
 
 # A buffer's flags once a read has delivered its page intact: valid, no I/O error.
 _MAKE_VALID = bytes((f | BM_VALID) & ~BM_IO_ERROR for f in range(256))
@@ -350,6 +356,8 @@ class BufferPool:
                 if u:
                     usage[b] = u - 1
                     trycounter = n
+                    if not nb & SWEEP_CHUNK_MASK:
+                        self.sweep_chunks()
                 else:
                     if strategy is not None:
                         strategy.buffers[strategy.current] = b
@@ -358,6 +366,83 @@ class BufferPool:
                 trycounter -= 1
                 if trycounter == 0:
                     raise NoUnpinnedBuffers()
+
+    def get_clean_victim_outside_ring(self) -> int:
+        """:meth:`get_buffer_outside_ring` without a ring for a victim that needs no write: the
+        buffer, counted in ``num_allocs``, or -1 where the search must go on block by block.
+
+        The search stops, leaving the free list and the clock hand where that search continues,
+        before a dirty victim (writing it moves time, after which due completions change pins)
+        and at a pinned buffer on the clock, where a search counts down towards
+        ``NoUnpinnedBuffers`` (no count is lost: each usage decrement restarted it). Free-list
+        entries in use are dropped and usage counts decremented as the search goes, exactly as
+        :meth:`get_buffer_outside_ring` does.
+        """
+        refcount = self.refcount
+        usage = self.usage
+        flags = self.flags
+        freelist = self.freelist
+        while freelist:
+            b = freelist[0]
+            if not refcount[b] and not usage[b]:
+                if flags[b] & BM_DIRTY:
+                    return -1
+                freelist.popleft()
+                self.in_freelist[b] = 0
+                self.num_allocs += 1
+                return b
+            freelist.popleft()
+            self.in_freelist[b] = 0
+        n = self.nbuffers
+        b = self.next_victim
+        while True:
+            if refcount[b]:
+                self.next_victim = b
+                return -1
+            u = usage[b]
+            if not u and flags[b] & BM_DIRTY:
+                self.next_victim = b
+                return -1
+            nb = b + 1
+            if nb == n:
+                nb = 0
+                self.complete_passes += 1
+            if not u:
+                self.next_victim = nb
+                self.num_allocs += 1
+                return b
+            usage[b] = u - 1
+            b = nb
+            if not b & SWEEP_CHUNK_MASK:
+                self.next_victim = b
+                b = self.sweep_chunks()
+
+    def sweep_chunks(self) -> int:
+        """The clock sweep over whole chunks of unpinned buffers in use, from the hand at a chunk
+        boundary; returns the new hand.
+
+        Where every buffer of the next ``SWEEP_CHUNK`` (or up to the pool's end) is unpinned and
+        has a usage count, the sweep decrements each and passes on, restarting its countdown
+        each time; so the whole chunk is decremented at once. It stops at the first chunk with a
+        pinned or unused buffer, which the caller sweeps buffer by buffer.
+        """
+        refcount = self.refcount
+        usage = self.usage
+        n = self.nbuffers
+        b = self.next_victim
+        while True:
+            e = min(b + SWEEP_CHUNK, n)
+            counts = usage[b:e]
+            if 0 in counts or any(refcount[b:e]):
+                return b
+            if counts.count(1) == e - b:
+                usage[b:e] = itertools.repeat(0, e - b)
+            else:
+                usage[b:e] = [u - 1 for u in counts]
+            if e == n:
+                e = 0
+                self.complete_passes += 1
+            b = self.next_victim = e
 
     def strategy_reject_buffer(self, strategy: BufferAccessStrategy, buf: int, from_ring: bool) -> bool:
         """``StrategyRejectBuffer``: BULKREAD drops a dirty ring buffer that needs a WAL flush."""
