@@ -83,7 +83,7 @@ def test_opcode_counts_are_exact_and_repeatable() -> None:
         first["model_opcodes_per_block"] / first["bare_opcodes_per_block"], abs=0.05
     )
     names = [row["function"] for row in first["functions"]]
-    assert len(names) == 5 and any("start_read_buffers" in n for n in names)
+    assert len(names) == 5 and any("_next_buffer" in n for n in names)
     assert "bytecode instructions per block" in format_opcodes(first)
 
 
@@ -111,3 +111,20 @@ def test_cli_opcodes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixt
     assert main(["bench", "model", "--opcodes", "--json", str(out_json)]) == 0
     assert "bytecode instructions per block" in capsys.readouterr().out
     assert json.loads(out_json.read_text())["opcodes"]["measured_blocks"] == 500
+
+
+def test_peak_rss_is_the_childs_own_not_its_parents() -> None:
+    """A parent holding 400 MB starts the measurement: the child reports its own peak (Linux
+    carries ``ru_maxrss`` over ``execve``, which once made this figure the parent's)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import subprocess, sys\n"
+        "ballast = bytearray(400 * 1024 * 1024)\n"
+        "ballast[::4096] = b'x' * len(ballast[::4096])\n"
+        "from pytest_readstream.bench.model import measure_peak_rss_mb\n"
+        "print(measure_peak_rss_mb(5000))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert 0 < float(out.stdout.strip().splitlines()[-1]) < 200
