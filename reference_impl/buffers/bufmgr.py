@@ -597,6 +597,24 @@ class Backend:
         relstats = op.relstats
         if relstats is None:
             relstats = op.relstats = self.stats.relation(rel.name)
+        if nblocks == 1 and (not allow_forwarding or buffers[index] == INVALID_BUFFER):
+            # One block and nothing forwarded (ReadBuffer, a sampled block, a stream's
+            # one-block read): PinBufferForBlock itself, without the run loop's set-up.
+            buf, found = self.pin_buffer_for_block(rel, op.fork, blocknum, strategy, op.context, relstats)
+            buffers[index] = buf
+            if found:
+                # The loop's charge for one hit, hits * buffer_hit_us + 0 * buffer_alloc_us,
+                # is this same float.
+                self.cpu(self.costs.buffer_hit_us)
+                op.buffers = buffers
+                op.index = index
+                op.blocknum = blocknum
+                op.nblocks = 1
+                op.nblocks_done = 1
+                op.flags = flags
+                op.ioh = None
+                return 1, False
+            return self._read_pinned_buffers(op, buffers, index, blocknum, 1, flags, 0, 1)
         tag = rel._tag_bases[op.fork] + blocknum
         actual = nblocks
         hits = misses = 0
