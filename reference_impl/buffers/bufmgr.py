@@ -568,7 +568,8 @@ class Backend:
         previous call; on return it holds the pinned buffers, including forwarded ones past the
         accepted count.
 
-        The blocks are pinned in one loop (``PinBufferForBlock`` for each, in order). A read
+        A one-block read with nothing forwarded is :meth:`pin_buffer_for_block` itself. Otherwise
+        the blocks are pinned in one loop (``PinBufferForBlock`` for each, in order). A read
         without a ring whose first block is a miss (and with nothing forwarded) first goes
         through :meth:`_alloc_unmapped_run`, which pins the misses as long as their victims are
         clean and the clock meets no pinned buffer, usually the whole read; the loop goes on
