@@ -1,10 +1,12 @@
 """How fast and how small the model is (``readstream bench model``), with an optional profile.
 
-Usage: ``python bench/model.py [--json PATH] [--nblocks N] [--rounds N] [--rss-blocks N] [--profile]``
+Usage: ``python bench/model.py [--json PATH] [--nblocks N] [--rounds N] [--rss-blocks N] [--profile] [--opcodes]``
 
 Prints the model's CPU time per block of a streamed all-miss sequential scan, a bare pin/unpin
 loop's, their ratio, blocks per second, and the peak RSS of simulating a 64 GiB scan (in a
-subprocess). ``--profile`` adds the model's hot spots (cProfile, own time per function).
+subprocess). ``--profile`` adds the model's hot spots (cProfile, own time per function);
+``--opcodes`` the bytecode instructions per block of each side, by function (exact, whatever
+the machine's load).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import sys
 from pytest_readstream._cli_args import non_negative_int, output_problem, positive_int
 from pytest_readstream.bench.model import (
     RSS_BLOCKS_64GIB,
+    count_opcodes,
+    format_opcodes,
     format_profile,
     profile_model,
     run_model_benchmark,
@@ -33,6 +37,7 @@ def main() -> int:
         help="blocks of the RSS scan (0: skip)",
     )
     p.add_argument("--profile", action="store_true", help="print the model's hot spots")
+    p.add_argument("--opcodes", action="store_true", help="print bytecode instructions per block")
     args = p.parse_args()
     if problem := output_problem("--json", args.json):
         p.error(problem)
@@ -42,6 +47,9 @@ def main() -> int:
     if args.profile:
         print()
         print(format_profile(profile_model(min(args.nblocks, 100_000))))
+    if args.opcodes:
+        print()
+        print(format_opcodes(count_opcodes()))
     return 0
 
 
