@@ -1001,17 +1001,8 @@ class Backend:
             # backend performs itself is completed right after its wait, below.
             pool.schedule_completion(ioh)
             # Submitting costs the backend CPU (a read it performs itself has that cost in its
-            # completion time, which it waits for): cpu(io_submit_us), written out.
-            d = self._cpu_debt + self.costs.io_submit_us
-            if d >= 1.0:
-                whole = int(d)
-                self._cpu_debt = d - whole
-                if clock._sim is None:
-                    clock.now += whole
-                else:
-                    clock.advance(whole)
-            else:
-                self._cpu_debt = d
+            # completion time, which it waits for).
+            self.cpu(self.costs.io_submit_us)
         log = st.read_log
         if log is not None:
             rec = ReadRecord(
@@ -1075,17 +1066,7 @@ class Backend:
                     st.waits += 1
                     st.wait_us += clock.now - t0
                 if not ioh.synchronous:
-                    # cpu(io_complete_us), written out.
-                    d = self._cpu_debt + self.costs.io_complete_us
-                    if d >= 1.0:
-                        whole = int(d)
-                        self._cpu_debt = d - whole
-                        if clock._sim is None:
-                            clock.now += whole
-                        else:
-                            clock.advance(whole)
-                    else:
-                        self._cpu_debt = d
+                    self.cpu(self.costs.io_complete_us)
                 op.ioh = None
                 if ioh.error is not None:
                     raise ioh.error
