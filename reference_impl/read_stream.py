@@ -301,11 +301,9 @@ class ReadStream:
         # The simple steps ahead (see _open_window) and the queue's overflow slots, which mirror
         # its first io_combine_limit - 1 slots.
         self._simple_steps = 0
-        # Where the counted run ends in the queue (0: no run), and whether its steps are block
-        # range steps, whose fields advance only when the run is settled.
+        # Where the counted run ends in the queue (0: no run). Over the inlined block range
+        # (_range), a run's fields advance only when it is settled.
         self._steps_end = 0
-        self._range_steps = False
-        self._invalid_run = [INVALID_BUFFER] * self.queue_size
         self._overflow_slots = icl - 1
         if not self.debug:
             # Without debug checks, next_buffer is _next_buffer itself (one call less per buffer;
@@ -590,7 +588,7 @@ class ReadStream:
             self._simple_steps = k - 1
             self.backend._cpu_debt += self._buffer_us
             self.pinned_buffers -= 1
-            if self._range_steps:
+            if self._range is not None:
                 # The queue position, the statistics, the range and the pending read advance
                 # together when the run is settled (_settle_steps).
                 return self.buffers[self._steps_end - k]
@@ -758,25 +756,7 @@ class ReadStream:
                 else:
                     self.buffered_blocknum = blocknum
                     self._look_ahead()
-        # _after_step, written out: this runs for every buffer the general path hands out.
-        if (
-            self.ios_in_progress == 0
-            and self.forwarded_buffers == 0
-            and self.pinned_buffers == 1
-            and self.distance == 1
-            and self.combine_distance == 1
-            and self.pending_read_nblocks == 0
-            and self._pbd is None
-        ):
-            if oldest < icl - 1:
-                buffers[self.queue_size + oldest] = INVALID_BUFFER
-            self.fast_path = True
-        elif (
-            self._inline_step
-            and self.pending_read_nblocks < self._overflow_slots
-            and self.pinned_buffers + self.pending_read_nblocks == self.distance
-        ):
-            self._open_window(oldest)
+        self._after_step(oldest)
         return buf
 
     def _leave_run(self, blocknum: Any, oldest: int) -> None:
@@ -800,25 +780,24 @@ class ReadStream:
         left = self._simple_steps
         self._steps_end = 0
         self._simple_steps = 0
-        if not self._range_steps:
+        rng = self._range
+        if rng is None:
             return
         start = self.oldest_buffer_index
         taken = end - left - start
         if taken <= 0:
-            if not left and self._range is not None:
-                self._range._stepper = None
+            if not left:
+                rng._stepper = None
             return
         buffers = self.buffers
         stop = start + taken
-        buffers[start:stop] = self._invalid_run[:taken]
+        buffers[start:stop] = [INVALID_BUFFER] * taken
         if start < self._overflow_slots:  # the overflow slots mirror the queue's first ones
             qs = self.queue_size
             for i in range(start, min(stop, self._overflow_slots)):
                 buffers[qs + i] = INVALID_BUFFER
         self.oldest_buffer_index = stop
         self._stats.buffers_returned += taken
-        rng = self._range
-        assert rng is not None
         first = rng._current
         rng._current = first + taken
         if self.pending_read_nblocks == 0:
@@ -844,7 +823,7 @@ class ReadStream:
     @property
     def stats(self) -> ReadStreamStats:
         """The stream's statistics (``ReadStreamStats``), up to date."""
-        if self._steps_end and self._range_steps:
+        if self._steps_end and self._range is not None:
             self._settle_steps()
         return self._stats
 
@@ -860,14 +839,19 @@ class ReadStream:
             and self.pending_read_nblocks == 0
             and self._pbd is None
         ):
-            if oldest < self.io_combine_limit - 1:
+            if oldest < self._overflow_slots:
                 self.buffers[self.queue_size + oldest] = INVALID_BUFFER
             self.fast_path = True
-        elif self._inline_step and self.pinned_buffers + self.pending_read_nblocks == self.distance:
+        elif (
+            self._inline_step
+            and self.pending_read_nblocks < self._overflow_slots
+            and self.pinned_buffers + self.pending_read_nblocks == self.distance
+        ):
             self._open_window(oldest)
 
     def _open_window(self, oldest: int) -> None:
-        """Count how many of the next buffers handed out are *simple steps*.
+        """Count how many of the next buffers handed out are *simple steps* (the caller found
+        the pins plus the pending read equal to the distance, and room in the pending read).
 
         A step is simple when handing out the oldest buffer needs no wait (it is not the first
         buffer of the oldest I/O in progress) and the look-ahead step that follows only extends
@@ -887,10 +871,8 @@ class ReadStream:
         """
         pinned = self.pinned_buffers
         pending_n = self.pending_read_nblocks
-        distance = self.distance
         if (
-            pinned + pending_n != distance  # (tested by the caller too, before the call)
-            or distance < 2
+            self.distance < 2
             or self.ios_in_progress >= self.max_ios
             or self.buffered_blocknum != InvalidBlockNumber
         ):
@@ -922,7 +904,6 @@ class ReadStream:
         if k > 0:
             self._simple_steps = k
             self._steps_end = oldest + k
-            self._range_steps = rng is not None
             if rng is not None:
                 rng._stepper = self
 
