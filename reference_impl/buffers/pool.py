@@ -209,7 +209,13 @@ class BufferPool:
         n = len(bufs)
         buf_io = self.buf_io
         refcount = self.refcount
-        if n <= _MAX_RUN and (ioh.consecutive or (n > 1 and bufs == self._slots[bufs[0] : bufs[0] + n])):
+        if n == 1:
+            # A one-block read (ReadBuffer, a sampled block, a stream's fast path).
+            b = bufs[0]
+            ioh.consecutive = False
+            buf_io[b] = ioh
+            refcount[b] += 1
+        elif n <= _MAX_RUN and (ioh.consecutive or (n > 1 and bufs == self._slots[bufs[0] : bufs[0] + n])):
             # Consecutive slots (a scan's usual read): the same updates, as slices.
             lo = bufs[0]
             hi = lo + n
@@ -258,7 +264,12 @@ class BufferPool:
         n = len(bufs)
         if not corrupt and ok == n:
             # Every block arrived intact (the usual case): each buffer becomes valid.
-            if ioh.consecutive:
+            if n == 1:
+                b = bufs[0]
+                buf_io[b] = None
+                refcount[b] -= 1
+                flags[b] = _MAKE_VALID[flags[b]]
+            elif ioh.consecutive:
                 lo = bufs[0]
                 hi = lo + n
                 buf_io[lo:hi] = _NO_IO[n]

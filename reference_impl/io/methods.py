@@ -52,15 +52,19 @@ class IOMethod:
         self.storage = storage
         self.costs = costs
         self.ios = 0
+        # The whole microseconds of submitting and completing a read (CpuCosts is frozen),
+        # taken once: every read pays them.
+        self._submit_us = int(costs.io_submit_us)
+        self._complete_us = int(costs.io_complete_us)
 
     def _execute_in_backend(self, now: int, ioh: InflightIO) -> None:
         """The backend performs the read itself (``pgaio_io_perform_synchronously``)."""
-        at = now + int(self.costs.io_submit_us)
-        out = self.storage.read(ioh.rel, ioh.fork, ioh.start, ioh.nblocks, at)
+        storage = self.storage
+        out = storage.read(ioh.rel, ioh.fork, ioh.start, ioh.nblocks, now + self._submit_us)
         ioh.submit_us = now
         ioh.outcome = out
-        copy = 0 if self.storage.direct_io else int(self.costs.copy_us_per_block * out.ok_blocks)
-        ioh.complete_at = out.complete_at + copy + int(self.costs.io_complete_us)
+        copy = 0 if storage.direct_io else int(self.costs.copy_us_per_block * out.ok_blocks)
+        ioh.complete_at = out.complete_at + copy + self._complete_us
 
     def issue(self, now: int, ioh: InflightIO, synchronous: bool) -> bool:
         """Start one read at ``now``; True if the caller must block until ``ioh.complete_at``."""
@@ -149,13 +153,12 @@ class IoUringIOMethod(IOMethod):
 
     def issue(self, now: int, ioh: InflightIO, synchronous: bool) -> bool:
         self.ios += 1
-        costs = self.costs
-        at = now + int(costs.io_submit_us)
-        out = self.storage.read(ioh.rel, ioh.fork, ioh.start, ioh.nblocks, at)
-        copy = 0 if self.storage.direct_io else int(costs.copy_us_per_block * out.ok_blocks)
+        storage = self.storage
+        out = storage.read(ioh.rel, ioh.fork, ioh.start, ioh.nblocks, now + self._submit_us)
+        copy = 0 if storage.direct_io else int(self.costs.copy_us_per_block * out.ok_blocks)
         ioh.submit_us = now
         ioh.outcome = out
-        ioh.complete_at = out.complete_at + copy + int(costs.io_complete_us)
+        ioh.complete_at = out.complete_at + copy + self._complete_us
         return synchronous
 
 
