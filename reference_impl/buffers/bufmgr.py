@@ -109,7 +109,7 @@ class ReadBuffersOperation:
         self.nblocks_done = 0
         self.flags = 0
         self.ioh: InflightIO | None = None
-        self.context = "normal" if strategy is None else strategy.btype.value  # IOContextForStrategy
+        self.context = "normal" if strategy is None else strategy.context  # IOContextForStrategy
         self.relstats: Any = None
 
     def set_strategy(self, strategy: BufferAccessStrategy | None) -> None:

@@ -56,21 +56,19 @@ BAS_VACUUM = BufferAccessStrategyType.VACUUM
 class BufferAccessStrategy:
     """``BufferAccessStrategyData``: a ring of buffer slots and the current position."""
 
-    __slots__ = ("btype", "nbuffers", "buffers", "current", "freed", "uses_after_free")
+    __slots__ = ("btype", "context", "nbuffers", "buffers", "current", "freed", "uses_after_free")
 
     def __init__(self, btype: BufferAccessStrategyType, nbuffers: int) -> None:
         if nbuffers < 1:
             raise SettingError(f"a {btype.value} ring needs at least 1 buffer, got {nbuffers}")
         self.btype = btype
+        # IOContextForStrategy, taken once: every read through the ring is counted in it.
+        self.context = btype.value
         self.nbuffers = nbuffers
         self.buffers: list[int] = [-1] * nbuffers
         self.current = 0  # palloc0: the first GetBufferFromRing call advances to slot 1
         self.freed = False
         self.uses_after_free = 0
-
-    @property
-    def context(self) -> str:
-        return self.btype.value
 
     def pin_limit(self) -> int:
         """``GetAccessStrategyPinLimit`` for this (non-null) strategy."""
@@ -141,4 +139,4 @@ def io_context_for_strategy(strategy: BufferAccessStrategy | None) -> str:
     """``IOContextForStrategy``: the ``pg_stat_io`` context reads are counted in."""
     if strategy is None:
         return "normal"
-    return strategy.btype.value
+    return strategy.context
