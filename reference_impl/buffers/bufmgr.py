@@ -604,17 +604,8 @@ class Backend:
             buf, found = self.pin_buffer_for_block(rel, op.fork, blocknum, strategy, op.context, relstats)
             buffers[index] = buf
             if found:
-                # The loop's charge for one hit, hits * buffer_hit_us + 0 * buffer_alloc_us,
-                # is this same float.
-                self.cpu(self.costs.buffer_hit_us)
-                op.buffers = buffers
-                op.index = index
-                op.blocknum = blocknum
-                op.nblocks = 1
-                op.nblocks_done = 1
-                op.flags = flags
-                op.ioh = None
-                return 1, False
+                # One hit: the loop's 1 * buffer_hit_us + 0 * buffer_alloc_us is this same float.
+                return self._first_block_hit(op, buffers, index, blocknum, flags, self.costs.buffer_hit_us)
             return self._read_pinned_buffers(op, buffers, index, blocknum, 1, flags, 0, 1)
         tag = rel._tag_bases[op.fork] + blocknum
         actual = nblocks
@@ -827,15 +818,9 @@ class Backend:
                         misses += 1
                 if found:
                     if i == 0:
-                        self.cpu(hits * self.costs.buffer_hit_us + misses * self.costs.buffer_alloc_us)
-                        op.buffers = buffers
-                        op.index = index
-                        op.blocknum = blocknum
-                        op.nblocks = 1
-                        op.nblocks_done = 1
-                        op.flags = flags
-                        op.ioh = None
-                        return 1, False
+                        # A forwarded buffer found valid is no hit of this call: no charge.
+                        charge = hits * self.costs.buffer_hit_us + misses * self.costs.buffer_alloc_us
+                        return self._first_block_hit(op, buffers, index, blocknum, flags, charge)
                     actual = i
                     break
                 if i == 0 and actual > 1:
@@ -853,6 +838,28 @@ class Backend:
             if reused:
                 ctx_stats.reuses += reused
         return self._read_pinned_buffers(op, buffers, index, blocknum, actual, flags, hits, misses)
+
+    def _first_block_hit(
+        self,
+        op: ReadBuffersOperation,
+        buffers: list[int],
+        index: int,
+        blocknum: int,
+        flags: int,
+        charge: float,
+    ) -> tuple[int, bool]:
+        """The end of ``StartReadBuffers`` when its first block is valid: the operation covers
+        that block alone, done, with no I/O; ``charge`` µs of CPU for the pins; returns
+        (1 block, no wait)."""
+        self.cpu(charge)
+        op.buffers = buffers
+        op.index = index
+        op.blocknum = blocknum
+        op.nblocks = 1
+        op.nblocks_done = 1
+        op.flags = flags
+        op.ioh = None
+        return 1, False
 
     def _read_pinned_buffers(
         self,
