@@ -500,7 +500,8 @@ class ReadStream:
         plain = self._plain_blocks
         while self.ios_in_progress < max_ios:
             pending_n = self.pending_read_nblocks
-            if self.pinned_buffers + pending_n >= self.distance:
+            room = self.distance - self.pinned_buffers - pending_n
+            if room <= 0:
                 break
             if pending_n == icl:
                 self._start_pending_read()
@@ -509,6 +510,8 @@ class ReadStream:
                 # read_stream_get_block without an ungot block or per-buffer data: the callback.
                 rng = self._range
                 if rng is not None and rng._stepper is None:  # block_range_read_stream_cb, inlined
+                    if self._take_range_blocks(rng, pending_n, room):
+                        continue
                     blocknum = rng._current
                     if blocknum < rng._last:
                         rng._current = blocknum + 1
@@ -553,6 +556,35 @@ class ReadStream:
 
         if self.debug and not (self.pinned_buffers > 0 or self.distance == 0):
             raise InvariantViolation("look-ahead left nothing pinned before the end of the stream")
+
+    def _take_range_blocks(self, rng: BlockRangeReadStreamPrivate, pending_n: int, room: int) -> bool:
+        """Over the inlined ``block_range_read_stream_cb``: take at once the blocks that the
+        look-ahead loop's next iterations would take one by one, each extending the pending read
+        (or the first beginning it), until the pins plus the pending read reach the distance
+        (``room`` blocks) or the pending read is full. The caller found an I/O slot free, no
+        ungot block, room, and the pending read not full; taking a block from the range changes
+        none of that and calls nothing, so only the count differs. Takes nothing and returns
+        False unless all those blocks are valid and in the range (near the range's end, or for a
+        range that does not extend the pending read, the loop takes its usual single step)."""
+        first = rng._current
+        n = self.io_combine_limit - pending_n
+        if room < n:
+            n = room
+        if first.__class__ is not int:
+            return False
+        stop = first + n
+        if stop > rng._last or stop > InvalidBlockNumber:
+            return False
+        if pending_n:
+            if self.pending_read_blocknum + pending_n != first:
+                return False
+        elif first < 0:
+            return False
+        else:
+            self.pending_read_blocknum = first  # a new pending read begins
+        rng._current = stop
+        self.pending_read_nblocks = pending_n + n
+        return True
 
     # ------------------------------------------------------------------------------ consumer API
     def next_buffer(self) -> int:
@@ -705,57 +737,71 @@ class ReadStream:
         self.oldest_buffer_index = oldest
         self._stats.buffers_returned += 1
 
-        # read_stream_look_ahead. Once a buffer is consumed, its usual work is one iteration of
-        # its loop: a block from the callback that extends the pending read (or begins one),
-        # after which the loop ends (the pins are back at the distance) and only its final test
-        # remains. With PostgreSQL 18's loop and plain block numbers, that iteration and the
-        # final test are written out here, reading and writing the same fields in the same
-        # order as _look_ahead. Anything else is left to _look_ahead: when the loop goes on, and
-        # when the block does not extend the pending read, which it is handed in the ungot-block
+        # read_stream_look_ahead. Once a buffer is consumed, its usual work is short: either the
+        # loop ends at once (the pins plus the pending read are at the distance) and only its
+        # final test remains, or it takes the next blocks, each extending the pending read (or
+        # the first beginning it), until they are back at the distance. With PostgreSQL 18's
+        # loop and plain block numbers, these cases are written out here, reading and writing
+        # the same fields in the same order as _look_ahead: over the inlined block range the
+        # blocks are taken at once (_take_range_blocks), from any other callback one block, which
+        # when it does not extend the pending read is handed to _look_ahead in the ungot-block
         # field (not through _unget_block: nothing was ungot), the place its next iteration
-        # takes a block from before it would call the callback.
+        # takes a block from before it would call the callback. Anything else is left to
+        # _look_ahead, and so is the loop when it goes on.
         pending_n = self.pending_read_nblocks
         max_ios = self.max_ios
         if not (
             self._inline_step
             and self.ios_in_progress < max_ios
-            and pending_n < icl
-            and self.pinned_buffers + pending_n < self.distance
             and self.buffered_blocknum == InvalidBlockNumber
         ):
             self._look_ahead()
+        elif self.pinned_buffers + pending_n >= self.distance:
+            # The loop ends at once: its final test (an I/O slot is free).
+            if pending_n > 0 and (
+                pending_n == icl
+                or (pending_n >= self.distance and self.pinned_buffers == 0)
+                or self.distance == 0
+            ):
+                self._start_pending_read()
+        elif pending_n == icl:
+            self._look_ahead()  # the loop starts the full pending read and goes on
         else:
             rng = self._range
             if rng is not None and rng._stepper is None:  # block_range_read_stream_cb, inlined
-                blocknum = rng._current
-                if blocknum < rng._last:
-                    rng._current = blocknum + 1
+                distance = self.distance
+                if not self._take_range_blocks(rng, pending_n, distance - self.pinned_buffers - pending_n):
+                    self._look_ahead()  # the range's end, or a range that moved: one by one
                 else:
-                    blocknum = InvalidBlockNumber
+                    pending_n = self.pending_read_nblocks
+                    if self.pinned_buffers + pending_n < distance:
+                        self._look_ahead()  # the pending read is full: the loop goes on
+                    elif pending_n == icl or (pending_n >= distance and self.pinned_buffers == 0):
+                        self._start_pending_read()  # the final test (distance > 0, an I/O slot free)
             else:
                 blocknum = self.callback(self, self.private)
-            if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
-                self._callback_returned_no_block(blocknum)
-                self._set_end_of_stream()
-                self._look_ahead()  # the loop ends at once (distance 0): only the final test
-            else:
-                pending_n = self.pending_read_nblocks
-                if pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum:
-                    if pending_n == 0:
-                        self.pending_read_blocknum = blocknum  # a new pending read begins
-                    pending_n += 1
-                    self.pending_read_nblocks = pending_n
-                    if self.ios_in_progress < max_ios and self.pinned_buffers + pending_n < self.distance:
-                        self._look_ahead()  # room for more: the loop goes on
-                    elif (
-                        pending_n == icl
-                        or (pending_n >= self.distance and self.pinned_buffers == 0)
-                        or self.distance == 0
-                    ) and self.ios_in_progress < max_ios:
-                        self._start_pending_read()  # the final test, as in _look_ahead
+                if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
+                    self._callback_returned_no_block(blocknum)
+                    self._set_end_of_stream()
+                    self._look_ahead()  # the loop ends at once (distance 0): only the final test
                 else:
-                    self.buffered_blocknum = blocknum
-                    self._look_ahead()
+                    pending_n = self.pending_read_nblocks
+                    if pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum:
+                        if pending_n == 0:
+                            self.pending_read_blocknum = blocknum  # a new pending read begins
+                        pending_n += 1
+                        self.pending_read_nblocks = pending_n
+                        if self.ios_in_progress < max_ios and self.pinned_buffers + pending_n < self.distance:
+                            self._look_ahead()  # room for more: the loop goes on
+                        elif (
+                            pending_n == icl
+                            or (pending_n >= self.distance and self.pinned_buffers == 0)
+                            or self.distance == 0
+                        ) and self.ios_in_progress < max_ios:
+                            self._start_pending_read()  # the final test, as in _look_ahead
+                    else:
+                        self.buffered_blocknum = blocknum
+                        self._look_ahead()
         self._after_step(oldest)
         return buf
 
@@ -792,10 +838,12 @@ class ReadStream:
         buffers = self.buffers
         stop = start + taken
         buffers[start:stop] = [INVALID_BUFFER] * taken
-        if start < self._overflow_slots:  # the overflow slots mirror the queue's first ones
+        overflow = self._overflow_slots
+        if start < overflow:  # the overflow slots mirror the queue's first ones
+            if stop < overflow:
+                overflow = stop
             qs = self.queue_size
-            for i in range(start, min(stop, self._overflow_slots)):
-                buffers[qs + i] = INVALID_BUFFER
+            buffers[qs + start : qs + overflow] = [INVALID_BUFFER] * (overflow - start)
         self.oldest_buffer_index = stop
         self._stats.buffers_returned += taken
         first = rng._current
