@@ -298,9 +298,11 @@ class ReadStream:
             if callback is block_range_read_stream_cb and type(private) is BlockRangeReadStreamPrivate
             else None
         )
-        # The simple steps ahead (see _open_window) and the queue's overflow slots, which mirror
-        # its first io_combine_limit - 1 slots.
+        # The simple steps ahead (see _open_window): over the inlined block range, or (a count
+        # of its own, so that the usual run's step tests nothing else) over any other callback;
+        # and the queue's overflow slots, which mirror its first io_combine_limit - 1 slots.
         self._simple_steps = 0
+        self._callback_steps = 0
         # Where the counted run ends in the queue (0: no run). Over the inlined block range
         # (_range), a run's fields advance only when it is settled.
         self._steps_end = 0
@@ -615,39 +617,43 @@ class ReadStream:
     def _next_buffer(self) -> int:
         k = self._simple_steps
         if k:
-            # A simple step (see _open_window): hand out the next buffer of the counted run; the
-            # look-ahead step that follows only extends the pending read by one block.
+            # A simple step over the inlined block range (see _open_window): hand out the next
+            # buffer of the counted run; the look-ahead step that follows only extends the
+            # pending read by one block. The queue position, the statistics, the range and the
+            # pending read advance together when the run is settled (_settle_steps).
             self._simple_steps = k - 1
             self.backend._cpu_debt += self._buffer_us
             self.pinned_buffers -= 1
-            if self._range is not None:
-                # The queue position, the statistics, the range and the pending read advance
-                # together when the run is settled (_settle_steps).
-                return self.buffers[self._steps_end - k]
-            # Any other callback is called at each step, and may read the stream: everything
-            # changes at once, in the general path's order.
-            oldest = self._steps_end - k
-            buffers = self.buffers
-            buf = buffers[oldest]
-            buffers[oldest] = INVALID_BUFFER
-            if oldest < self._overflow_slots:
-                buffers[self.queue_size + oldest] = INVALID_BUFFER
-            self.oldest_buffer_index = oldest + 1
-            self._stats.buffers_returned += 1
-            blocknum = self.callback(self, self.private)
-            pending_n = self.pending_read_nblocks
-            if (
-                blocknum.__class__ is int
-                and 0 <= blocknum < InvalidBlockNumber
-                and (pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum)
-            ):
-                if pending_n == 0:
-                    self.pending_read_blocknum = blocknum  # a new pending read begins
-                self.pending_read_nblocks = pending_n + 1
-                return buf
-            self._leave_run(blocknum, oldest + 1)
-            return buf
+            return self.buffers[self._steps_end - k]
         if self._steps_end:
+            k = self._callback_steps
+            if k:
+                # A simple step over any other callback, which is called at each step and may
+                # read the stream: everything changes at once, in the general path's order.
+                self._callback_steps = k - 1
+                self.backend._cpu_debt += self._buffer_us
+                self.pinned_buffers -= 1
+                oldest = self._steps_end - k
+                buffers = self.buffers
+                buf = buffers[oldest]
+                buffers[oldest] = INVALID_BUFFER
+                if oldest < self._overflow_slots:
+                    buffers[self.queue_size + oldest] = INVALID_BUFFER
+                self.oldest_buffer_index = oldest + 1
+                self._stats.buffers_returned += 1
+                blocknum = self.callback(self, self.private)
+                pending_n = self.pending_read_nblocks
+                if (
+                    blocknum.__class__ is int
+                    and 0 <= blocknum < InvalidBlockNumber
+                    and (pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum)
+                ):
+                    if pending_n == 0:
+                        self.pending_read_blocknum = blocknum  # a new pending read begins
+                    self.pending_read_nblocks = pending_n + 1
+                    return buf
+                self._leave_run(blocknum, oldest + 1)
+                return buf
             self._settle_steps()
         backend = self.backend
         buffers = self.buffers
@@ -808,7 +814,7 @@ class ReadStream:
     def _leave_run(self, blocknum: Any, oldest: int) -> None:
         """The callback ended, or its block does not extend the pending read: the step was not
         simple after all, and goes on as in the general path."""
-        self._simple_steps = 0
+        self._callback_steps = 0
         self._steps_end = 0
         if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
             self._callback_returned_no_block(blocknum)
@@ -828,6 +834,7 @@ class ReadStream:
         self._simple_steps = 0
         rng = self._range
         if rng is None:
+            self._callback_steps = 0
             return
         start = self.oldest_buffer_index
         taken = end - left - start
@@ -865,6 +872,7 @@ class ReadStream:
         self._settle_steps()
         self._steps_end = 0
         self._simple_steps = 0
+        self._callback_steps = 0
         if self._range is not None:
             self._range._stepper = None
 
@@ -950,10 +958,12 @@ class ReadStream:
             if left < k:
                 k = left
         if k > 0:
-            self._simple_steps = k
             self._steps_end = oldest + k
             if rng is not None:
+                self._simple_steps = k
                 rng._stepper = self
+            else:
+                self._callback_steps = k
 
     def next_block(self) -> tuple[int, BufferAccessStrategy | None]:
         """``read_stream_next_block``: take the next block number without reading it."""

@@ -1,4 +1,5 @@
-"""The stream's simple steps (``ReadStream._open_window``) change nothing anybody can see.
+"""The stream's simple steps (``ReadStream._open_window``) and its look-ahead's taking of the
+block range's blocks at once (``ReadStream._take_range_blocks``) change nothing anybody can see.
 
 A stream over ``block_range_read_stream_cb`` hands out most buffers in counted runs that move the
 queue position, the statistics, the range and the pending read only when the run is settled. A
@@ -22,26 +23,50 @@ from reference_impl import (
     Settings,
     block_range_read_stream_cb,
 )
+from reference_impl.storage.relation import InvalidBlockNumber
 from reference_impl.read_stream import ReadStream
 
 
 class _GeneralPathOnly(ReadStream):
-    """Never counts simple steps: every buffer goes through the general path."""
+    """Never counts simple steps: every buffer goes through the general path, which calls the
+    look-ahead loop itself (not the cases _next_buffer writes out); and the loop takes the block
+    range's blocks one by one, as the loop in C does."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._inline_step = False
 
     def _open_window(self, oldest: int) -> None:
         return None
+
+    def _take_range_blocks(self, rng: BlockRangeReadStreamPrivate, pending_n: int, room: int) -> bool:
+        return False
 
 
 Poke = Callable[[int, ReadStream, BlockRangeReadStreamPrivate], None]
 
 
-def _run(stepped: bool, poke: Poke | None, settings: dict[str, Any], nblocks: int = 3000) -> list[Any]:
+def _listed_blocks_cb(stream: Any, private: list[int]) -> int:
+    """A callback other than block_range_read_stream_cb: the blocks of a list, then the end."""
+    return private.pop() if private else InvalidBlockNumber
+
+
+def _run(
+    stepped: bool,
+    poke: Poke | None,
+    settings: dict[str, Any],
+    nblocks: int = 3000,
+    blocks: list[int] | None = None,
+) -> list[Any]:
     inst = Instance(Settings.from_mapping({"debug_io_direct": "data", **settings}), device="nvme")
     rel = inst.create_relation("t", nblocks)
     be = inst.backend()
     priv = BlockRangeReadStreamPrivate(0, nblocks)
     cls = ReadStream if stepped else _GeneralPathOnly
-    stream = cls(be, rel, block_range_read_stream_cb, priv)
+    if blocks is None:
+        stream = cls(be, rel, block_range_read_stream_cb, priv)
+    else:
+        stream = cls(be, rel, _listed_blocks_cb, blocks[::-1])
     seen: list[Any] = []
     i = 0
     while True:
@@ -61,9 +86,14 @@ def _run(stepped: bool, poke: Poke | None, settings: dict[str, Any], nblocks: in
     return seen
 
 
-def _same(poke: Poke | None, settings: dict[str, Any] | None = None, nblocks: int = 3000) -> list[Any]:
-    general = _run(False, poke, settings or {}, nblocks)
-    stepped = _run(True, poke, settings or {}, nblocks)
+def _same(
+    poke: Poke | None,
+    settings: dict[str, Any] | None = None,
+    nblocks: int = 3000,
+    blocks: list[int] | None = None,
+) -> list[Any]:
+    general = _run(False, poke, settings or {}, nblocks, None if blocks is None else list(blocks))
+    stepped = _run(True, poke, settings or {}, nblocks, None if blocks is None else list(blocks))
     assert len(stepped) == len(general)
     for k, (a, b) in enumerate(zip(general, stepped, strict=True)):
         assert a == b, f"item {k}: general path {a!r}, with simple steps {b!r}"
@@ -138,3 +168,68 @@ def test_runs_are_taken() -> None:
         be.release_buffer(buf)
     stream.end()
     assert stepped > 1500
+
+
+def _gappy_blocks(nblocks: int) -> list[int]:
+    """Ascending blocks with a gap now and then (each gap leaves a run of simple steps)."""
+    return [b for b in range(nblocks) if b % 397 not in (5, 6, 7) and b % 1009 != 300]
+
+
+@pytest.mark.parametrize("method", ["worker", "io_uring"])
+def test_any_other_callback_is_the_same(method: str) -> None:
+    """Runs over a callback that is not the inlined block range call it at each step, and leave
+    the run when its block does not extend the pending read."""
+    blocks = _gappy_blocks(3000)
+    seen = _same(None, {"io_method": method}, blocks=blocks)
+    assert len(seen) == len(blocks) + 3
+
+
+def test_any_other_callback_with_pokes() -> None:
+    def poke(i: int, stream: ReadStream, priv: BlockRangeReadStreamPrivate) -> None:
+        if i == 911:
+            stream.next_block()
+        if i == 1777:
+            stream.reset()
+
+    seen = _same(poke, blocks=_gappy_blocks(3000))
+    assert len(seen) - 3 > 1777
+
+
+def test_range_blocks_taken_at_once_near_the_end_and_after_a_move() -> None:
+    """The look-ahead takes the range's blocks at once (_take_range_blocks); near the range's
+    end and when the range no longer extends the pending read it takes them one by one."""
+
+    def poke(i: int, stream: ReadStream, priv: BlockRangeReadStreamPrivate) -> None:
+        if i in (40, 333, 1001):
+            priv.current_blocknum = priv.current_blocknum + 7
+        if i == 2500:
+            priv.last_exclusive = priv.current_blocknum + 17
+
+    seen = _same(poke, {"shared_buffers": 400})
+    assert 2500 < len(seen) - 3 < 2700
+
+
+def test_callback_runs_are_taken() -> None:
+    """The gappy callback's scan does take simple steps of its own kind."""
+    inst = Instance(Settings(io_method="worker", debug_io_direct="data"), device="nvme")
+    rel = inst.create_relation("t", 2000)
+    be = inst.backend()
+    stream = ReadStream(be, rel, _listed_blocks_cb, _gappy_blocks(2000)[::-1])
+    stepped = 0
+    while True:
+        if stream._callback_steps:
+            stepped += 1
+        buf = stream.next_buffer()
+        if buf == INVALID_BUFFER:
+            break
+        be.release_buffer(buf)
+    stream.end()
+    assert stepped > 1000
+
+
+@pytest.mark.parametrize("eic", [1, 2])
+def test_few_io_slots(eic: int) -> None:
+    """With one or two I/O slots the end of the range often finds them all busy, so the pending
+    read is started by a later step's final test (distance 0)."""
+    _same(None, {"effective_io_concurrency": eic}, nblocks=1000)
+    _same(None, {"effective_io_concurrency": eic}, nblocks=1000, blocks=_gappy_blocks(1000))
