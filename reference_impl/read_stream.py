@@ -417,14 +417,17 @@ class ReadStream:
 
         buffer_index = self.next_buffer_index
         io_index = self.next_io_index
+        first = self.pending_read_blocknum
         requested = nblocks
-        op = self.ios[io_index]
+        buffers = self.buffers
         nblocks, need_wait = self.backend.start_read_buffers(
-            op, self.buffers, buffer_index, self.pending_read_blocknum, nblocks, flags
+            self.ios[io_index], buffers, buffer_index, first, nblocks, flags
         )
-        self.pinned_buffers += nblocks
-        if self.debug:
-            self._check_started(self.pending_read_blocknum, nblocks)
+        pinned = self.pinned_buffers + nblocks
+        self.pinned_buffers = pinned
+        debug = self.debug
+        if debug:
+            self._check_started(first, nblocks)
         st = self._stats
         if not need_wait:
             st.hits += 1
@@ -433,17 +436,15 @@ class ReadStream:
             st.ios_started += 1
             st.blocks_read += nblocks
             self.io_buffer_index[io_index] = buffer_index
-            self.next_io_index = io_index + 1
-            if self.next_io_index == self.max_ios:
-                self.next_io_index = 0
+            io_index += 1
+            self.next_io_index = 0 if io_index == self.max_ios else io_index
             self.ios_in_progress += 1
-            self.seq_blocknum = self.pending_read_blocknum + nblocks
-            if self.debug:
+            self.seq_blocknum = first + nblocks
+            if debug:
                 if self.ios_in_progress > self.max_ios:
                     raise InvariantViolation(
                         f"{self.ios_in_progress} I/Os in progress, above max_ios {self.max_ios}"
                     )
-                first = self.pending_read_blocknum
                 if (
                     nblocks > self.io_combine_limit
                     or first // RELSEG_SIZE != (first + nblocks - 1) // RELSEG_SIZE
@@ -452,26 +453,23 @@ class ReadStream:
                         f"read [{first}..{first + nblocks - 1}] exceeds io_combine_limit or a segment"
                     )
 
+        # Buffers pinned past the accepted blocks (a split read) are forwarded to the next read.
         forwarded = 0
-        buffers = self.buffers
-        while (
-            nblocks + forwarded < requested and buffers[buffer_index + nblocks + forwarded] != INVALID_BUFFER
-        ):
-            forwarded += 1
+        end = buffer_index + nblocks
+        if nblocks < requested:
+            while nblocks + forwarded < requested and buffers[end + forwarded] != INVALID_BUFFER:
+                forwarded += 1
         self.forwarded_buffers = forwarded
 
-        overflow = buffer_index + nblocks + forwarded - self.queue_size
+        qs = self.queue_size
+        overflow = end + forwarded - qs
         if overflow > 0:
-            qs = self.queue_size
             buffers[0:overflow] = buffers[qs : qs + overflow]
 
-        buffer_index += nblocks
-        if buffer_index >= self.queue_size:
-            buffer_index -= self.queue_size
-        self.next_buffer_index = buffer_index
-        self.pending_read_blocknum += nblocks
-        self.pending_read_nblocks -= nblocks
-        held = self.pinned_buffers + self.forwarded_buffers
+        self.next_buffer_index = end - qs if end >= qs else end
+        self.pending_read_blocknum = first + nblocks
+        self.pending_read_nblocks = pending_n - nblocks
+        held = pinned + forwarded
         if held > st.max_pinned:
             st.max_pinned = held
         return True
