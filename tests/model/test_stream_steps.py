@@ -23,8 +23,8 @@ from reference_impl import (
     Settings,
     block_range_read_stream_cb,
 )
-from reference_impl.storage.relation import InvalidBlockNumber
 from reference_impl.read_stream import ReadStream
+from reference_impl.storage.relation import InvalidBlockNumber
 
 
 class _GeneralPathOnly(ReadStream):
