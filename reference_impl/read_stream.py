@@ -303,6 +303,9 @@ class ReadStream:
         # and the queue's overflow slots, which mirror its first io_combine_limit - 1 slots.
         self._simple_steps = 0
         self._callback_steps = 0
+        # Over the inlined block range: the next step fills the pending read and starts it (see
+        # _fill_step; never while a run is counted).
+        self._fill_next = False
         # Where the counted run ends in the queue (0: no run). Over the inlined block range
         # (_range), a run's fields advance only when it is settled.
         self._steps_end = 0
@@ -653,6 +656,8 @@ class ReadStream:
                 self._leave_run(blocknum, oldest + 1)
                 return buf
             self._settle_steps()
+        if self._fill_next:
+            return self._fill_step()
         backend = self.backend
         buffers = self.buffers
         if self.fast_path:
@@ -782,6 +787,20 @@ class ReadStream:
                         self._look_ahead()  # the pending read is full: the loop goes on
                     elif pending_n == icl or (pending_n >= distance and self.pinned_buffers == 0):
                         self._start_pending_read()  # the final test (distance > 0, an I/O slot free)
+                    elif (
+                        pending_n == self._overflow_slots
+                        and (
+                            self.ios_in_progress == 0 or self.io_buffer_index[self.oldest_io_index] != oldest
+                        )
+                        and rng._current < rng._last
+                        and rng._current < InvalidBlockNumber
+                    ):
+                        # The pending read is one block short of full, and the next step fills
+                        # it (see _fill_step). _after_step would do nothing here: the fast path
+                        # needs no pending read, a run room in it.
+                        self._fill_next = True
+                        rng._stepper = self
+                        return buf
             else:
                 blocknum = self.callback(self, self.private)
                 if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
@@ -837,7 +856,11 @@ class ReadStream:
         start = self.oldest_buffer_index
         taken = end - left - start
         if taken <= 0:
-            if not left:
+            if left:
+                # Nothing handed out yet: the run goes on as counted.
+                self._steps_end = end
+                self._simple_steps = left
+            elif not self._fill_next:
                 rng._stepper = None
             return
         buffers = self.buffers
@@ -867,6 +890,7 @@ class ReadStream:
     def _drop_steps(self) -> None:
         """Settle the run and end it: the block range was changed, or the stream is reset, so
         the steps counted no longer hold."""
+        self._fill_next = False
         self._settle_steps()
         self._steps_end = 0
         self._simple_steps = 0
@@ -962,6 +986,39 @@ class ReadStream:
                 rng._stepper = self
             else:
                 self._callback_steps = k
+
+    def _fill_step(self) -> int:
+        """A step that fills the pending read, armed by the general step before it over the
+        inlined block range (see _next_buffer), which left the pins plus the pending read at the
+        distance and the pending read one block short of ``io_combine_limit``, and found that the
+        oldest buffer heads no I/O in progress and that the range has its next block. Only the
+        consumer runs in between, and a change to the range disarms it (the range's stepper is
+        this stream meanwhile). As in the general path: hand out the oldest buffer; the look-ahead
+        loop (an I/O slot is free, no ungot block) takes the range's next block, which extends
+        the pending read and fills it, and ends, the pins plus the pending read being back at the
+        distance; its final test starts the full read; then _after_step."""
+        self._fill_next = False
+        rng = self._range
+        assert rng is not None
+        rng._stepper = None
+        self.backend._cpu_debt += self._buffer_us
+        oldest = self.oldest_buffer_index
+        buffers = self.buffers
+        buf = buffers[oldest]
+        buffers[oldest] = INVALID_BUFFER
+        if oldest < self._overflow_slots:
+            buffers[self.queue_size + oldest] = INVALID_BUFFER
+        self.pinned_buffers -= 1
+        oldest += 1
+        if oldest == self.queue_size:
+            oldest = 0
+        self.oldest_buffer_index = oldest
+        self._stats.buffers_returned += 1
+        rng._current += 1
+        self.pending_read_nblocks += 1
+        self._start_pending_read()
+        self._after_step(oldest)
+        return buf
 
     def next_block(self) -> tuple[int, BufferAccessStrategy | None]:
         """``read_stream_next_block``: take the next block number without reading it."""

@@ -11,6 +11,7 @@ end the whole pool. The consumer also reads and changes the range's fields in th
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -57,9 +58,12 @@ def _run(
     settings: dict[str, Any],
     nblocks: int = 3000,
     blocks: list[int] | None = None,
+    cached: list[int] | None = None,
 ) -> list[Any]:
     inst = Instance(Settings.from_mapping({"debug_io_direct": "data", **settings}), device="nvme")
     rel = inst.create_relation("t", nblocks)
+    if cached is not None:
+        inst.prewarm(rel, cached)
     be = inst.backend()
     priv = BlockRangeReadStreamPrivate(0, nblocks)
     cls = ReadStream if stepped else _GeneralPathOnly
@@ -91,9 +95,10 @@ def _same(
     settings: dict[str, Any] | None = None,
     nblocks: int = 3000,
     blocks: list[int] | None = None,
+    cached: list[int] | None = None,
 ) -> list[Any]:
-    general = _run(False, poke, settings or {}, nblocks, None if blocks is None else list(blocks))
-    stepped = _run(True, poke, settings or {}, nblocks, None if blocks is None else list(blocks))
+    general = _run(False, poke, settings or {}, nblocks, None if blocks is None else list(blocks), cached)
+    stepped = _run(True, poke, settings or {}, nblocks, None if blocks is None else list(blocks), cached)
     assert len(stepped) == len(general)
     for k, (a, b) in enumerate(zip(general, stepped, strict=True)):
         assert a == b, f"item {k}: general path {a!r}, with simple steps {b!r}"
@@ -159,15 +164,21 @@ def test_runs_are_taken() -> None:
     be = inst.backend()
     stream = ReadStream(be, rel, block_range_read_stream_cb, BlockRangeReadStreamPrivate(0, 2000))
     stepped = 0
+    fills = 0
     while True:
         if stream._simple_steps:
             stepped += 1
+        if stream._fill_next:
+            fills += 1
         buf = stream.next_buffer()
         if buf == INVALID_BUFFER:
             break
         be.release_buffer(buf)
     stream.end()
     assert stepped > 1500
+    # One fill step per 16-block read: the step that fills the pending read (and whose start is
+    # refused, as the consumer's pin leaves the budget one block short).
+    assert 2000 // 16 - 10 < fills <= 2000 // 16
 
 
 def _gappy_blocks(nblocks: int) -> list[int]:
@@ -233,3 +244,99 @@ def test_few_io_slots(eic: int) -> None:
     read is started by a later step's final test (distance 0)."""
     _same(None, {"effective_io_concurrency": eic}, nblocks=1000)
     _same(None, {"effective_io_concurrency": eic}, nblocks=1000, blocks=_gappy_blocks(1000))
+
+
+def _armed_steps(nblocks: int = 3000) -> list[int]:
+    """The steps after which the benchmark's scan has a fill step armed (_fill_step)."""
+    armed: list[int] = []
+
+    def probe(i: int, stream: ReadStream, priv: BlockRangeReadStreamPrivate) -> None:
+        if stream._fill_next:
+            armed.append(i)
+
+    _run(True, probe, {}, nblocks)
+    return armed
+
+
+@pytest.mark.parametrize("change", ["move", "end", "same", "end after the next block"])
+def test_range_changed_or_read_between_the_arming_and_the_fill(change: str) -> None:
+    """Right after a step that armed a fill step, the consumer reads the range and the
+    statistics and changes the range: the general path sees the change at the next step."""
+    armed = [i for i in _armed_steps() if i > 1000]
+    assert len(armed) > 50
+
+    def poke(i: int, stream: ReadStream, priv: BlockRangeReadStreamPrivate) -> None:
+        if i in (armed[0], armed[7], armed[30]):
+            first = priv.current_blocknum
+            assert stream.stats.buffers_returned == i + 1 and priv.last_exclusive == 3000
+            if change == "move":
+                priv.current_blocknum = first + 3
+            elif change == "end":
+                priv.last_exclusive = first
+            elif change == "same":
+                priv.current_blocknum = first  # the same value, set: the step is not armed
+            else:
+                priv.last_exclusive = first + 1
+
+    _same(poke)
+
+
+def _two_streams(stepped: bool) -> list[Any]:
+    """Two streams over one BlockRangeReadStreamPrivate, consumed alternately."""
+    inst = Instance(Settings(io_method="worker", debug_io_direct="data"), device="nvme")
+    rel = inst.create_relation("t", 4000)
+    be = inst.backend()
+    priv = BlockRangeReadStreamPrivate(0, 4000)
+    cls = ReadStream if stepped else _GeneralPathOnly
+    streams = [cls(be, rel, block_range_read_stream_cb, priv) for _ in range(2)]
+    seen: list[Any] = []
+    ended = [False, False]
+    i = 0
+    while not all(ended):
+        k = i % 2 if i < 1500 else (i // 7) % 2  # alternate, then in turns of seven
+        i += 1
+        if ended[k]:
+            continue
+        buf = streams[k].next_buffer()
+        if buf == INVALID_BUFFER:
+            ended[k] = True
+            continue
+        seen.append((k, be.buffer_block(buf), be.clock.now, priv.current_blocknum))
+        be.release_buffer(buf)
+    for stream in streams:
+        seen.append(stream.stats.as_dict())
+        seen.append(list(stream.stats.distance_history or []))
+        stream.end()
+    return seen
+
+
+def test_two_streams_share_one_range() -> None:
+    general = _two_streams(False)
+    stepped = _two_streams(True)
+    assert len(general) == len(stepped) == 4000 + 4
+    for k, (a, b) in enumerate(zip(general, stepped, strict=True)):
+        assert a == b, f"item {k}: general path {a!r}, with simple steps {b!r}"
+
+
+@pytest.mark.parametrize("pattern", ["every third", "runs", "random"])
+def test_partly_cached_relation(pattern: str) -> None:
+    """Hits split reads into short I/Os, so that the buffer after a step is often the head of
+    the next I/O, and the distance decays and grows again."""
+    rnd = random.Random(16)
+    cached = {
+        "every third": [b for b in range(3000) if b % 3 == 1],
+        "runs": [b for b in range(3000) if b % 40 in (17, 19, 20, 33)],
+        "random": [b for b in range(3000) if rnd.random() < 0.2],
+    }[pattern]
+    _same(None, cached=cached)
+    _same(None, {"io_method": "sync"}, cached=cached)
+    _same(None, {"io_combine_limit": 2}, cached=cached)
+    _same(None, {"io_combine_limit": 3, "effective_io_concurrency": 2}, cached=cached)
+
+
+def test_range_ends_at_each_point_of_a_read() -> None:
+    """Sixteen lengths: the range's end meets every point of the 16-block cycle of reads, so
+    that some general step takes the range's last blocks and leaves the pending read one block
+    short of full (no fill step may follow: the callback has ended)."""
+    for nblocks in range(1990, 2006):
+        _same(None, nblocks=nblocks)
