@@ -306,6 +306,9 @@ class ReadStream:
         # Over the inlined block range: the next step fills the pending read and starts it (see
         # _fill_step; never while a run is counted).
         self._fill_next = False
+        # The next step's look-ahead is only the loop's final test, which starts the full
+        # pending read (see _start_step; after a fill step whose start was refused).
+        self._start_next = False
         # Where the counted run ends in the queue (0: no run). Over the inlined block range
         # (_range), a run's fields advance only when it is settled.
         self._steps_end = 0
@@ -658,6 +661,8 @@ class ReadStream:
             self._settle_steps()
         if self._fill_next:
             return self._fill_step()
+        if self._start_next:
+            return self._start_step()
         backend = self.backend
         buffers = self.buffers
         if self.fast_path:
@@ -891,6 +896,7 @@ class ReadStream:
         """Settle the run and end it: the block range was changed, or the stream is reset, so
         the steps counted no longer hold."""
         self._fill_next = False
+        self._start_next = False
         self._settle_steps()
         self._steps_end = 0
         self._simple_steps = 0
@@ -1016,6 +1022,40 @@ class ReadStream:
         self._stats.buffers_returned += 1
         rng._current += 1
         self.pending_read_nblocks += 1
+        if not self._start_pending_read() and (
+            self.ios_in_progress == 0 or self.io_buffer_index[self.oldest_io_index] != oldest
+        ):
+            # The start was refused (the pin budget is short; pins remain): the pins less one
+            # plus the full pending read are at least the distance, which the refusal cut to at
+            # most the pins plus io_combine_limit - 1. So the next step's look-ahead, if handing
+            # out its buffer needs no wait, is only the loop's final test (see _start_step).
+            # _after_step would do nothing here: the pending read is full.
+            self._start_next = True
+            return buf
+        self._after_step(oldest)
+        return buf
+
+    def _start_step(self) -> int:
+        """A step after a refused start (armed by _fill_step, which found that handing out the
+        oldest buffer needs no wait): hand out the oldest buffer; the look-ahead loop ends at
+        once (an I/O slot is free; the pins plus the full pending read are at least the
+        distance), and its final test starts the full pending read; then _after_step. Nothing
+        the consumer does in between changes this, other than a reset or next_block (which
+        disarm it); the budget of pins is asked again by the start."""
+        self._start_next = False
+        self.backend._cpu_debt += self._buffer_us
+        oldest = self.oldest_buffer_index
+        buffers = self.buffers
+        buf = buffers[oldest]
+        buffers[oldest] = INVALID_BUFFER
+        if oldest < self._overflow_slots:
+            buffers[self.queue_size + oldest] = INVALID_BUFFER
+        self.pinned_buffers -= 1
+        oldest += 1
+        if oldest == self.queue_size:
+            oldest = 0
+        self.oldest_buffer_index = oldest
+        self._stats.buffers_returned += 1
         self._start_pending_read()
         self._after_step(oldest)
         return buf

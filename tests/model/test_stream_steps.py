@@ -165,11 +165,14 @@ def test_runs_are_taken() -> None:
     stream = ReadStream(be, rel, block_range_read_stream_cb, BlockRangeReadStreamPrivate(0, 2000))
     stepped = 0
     fills = 0
+    starts = 0
     while True:
         if stream._simple_steps:
             stepped += 1
         if stream._fill_next:
             fills += 1
+        if stream._start_next:
+            starts += 1
         buf = stream.next_buffer()
         if buf == INVALID_BUFFER:
             break
@@ -179,6 +182,8 @@ def test_runs_are_taken() -> None:
     # One fill step per 16-block read: the step that fills the pending read (and whose start is
     # refused, as the consumer's pin leaves the budget one block short).
     assert 2000 // 16 - 10 < fills <= 2000 // 16
+    # And the step after it, which starts the full read.
+    assert fills - 2 <= starts <= fills
 
 
 def _gappy_blocks(nblocks: int) -> list[int]:
@@ -246,12 +251,13 @@ def test_few_io_slots(eic: int) -> None:
     _same(None, {"effective_io_concurrency": eic}, nblocks=1000, blocks=_gappy_blocks(1000))
 
 
-def _armed_steps(nblocks: int = 3000) -> list[int]:
-    """The steps after which the benchmark's scan has a fill step armed (_fill_step)."""
+def _armed_steps(nblocks: int = 3000, flag: str = "_fill_next") -> list[int]:
+    """The steps after which the benchmark's scan has a fill step (_fill_step) or a start step
+    (_start_step) armed."""
     armed: list[int] = []
 
     def probe(i: int, stream: ReadStream, priv: BlockRangeReadStreamPrivate) -> None:
-        if stream._fill_next:
+        if getattr(stream, flag):
             armed.append(i)
 
     _run(True, probe, {}, nblocks)
@@ -340,3 +346,30 @@ def test_range_ends_at_each_point_of_a_read() -> None:
     short of full (no fill step may follow: the callback has ended)."""
     for nblocks in range(1990, 2006):
         _same(None, nblocks=nblocks)
+
+
+@pytest.mark.parametrize("action", ["next_block", "reset", "pins", "range"])
+def test_consumer_acts_between_the_arming_and_the_start(action: str) -> None:
+    """Right after a fill step whose start was refused armed a start step (_start_step), the
+    consumer takes the next block number, resets the stream, pins two more buffers (the start
+    is refused again: the general path's next step sees the same), or reads and moves the range
+    (which the start step does not use)."""
+    armed = [i for i in _armed_steps(flag="_start_next") if i > 1000]
+    assert len(armed) > 50
+    held: list[int] = []
+
+    def poke(i: int, stream: ReadStream, priv: BlockRangeReadStreamPrivate) -> None:
+        if i in (armed[0], armed[9], armed[31]):
+            if action == "next_block":
+                stream.next_block()
+            elif action == "reset":
+                stream.reset()
+            elif action == "pins":
+                be = stream.backend
+                held.extend(be.read_buffer(stream.rel, b) for b in (i % 7, 2990 - i % 5))
+            else:
+                priv.current_blocknum = priv.current_blocknum + 2
+        elif held and i % 5 == 0:
+            stream.backend.release_buffer(held.pop())
+
+    _same(poke)
