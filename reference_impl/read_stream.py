@@ -298,10 +298,11 @@ class ReadStream:
             if callback is block_range_read_stream_cb and type(private) is BlockRangeReadStreamPrivate
             else None
         )
-        # The simple steps ahead (see _open_window): over the inlined block range, or (a count
-        # of its own, so that the usual run's step tests nothing else) over any other callback;
-        # and the queue's overflow slots, which mirror its first io_combine_limit - 1 slots.
-        self._simple_steps = 0
+        # The simple steps ahead (see _open_window): over the inlined block range, the buffers
+        # they hand out, last first (a copy of their queue slots, which nothing else changes
+        # during the run: a step pops one); over any other callback, a count of its own. And the
+        # queue's overflow slots, which mirror its first io_combine_limit - 1 slots.
+        self._run_buffers: list[int] = []
         self._callback_steps = 0
         # Over the inlined block range: the next step fills the pending read and starts it (see
         # _fill_step; never while a run is counted).
@@ -619,16 +620,15 @@ class ReadStream:
             yield buf
 
     def _next_buffer(self) -> int:
-        k = self._simple_steps
-        if k:
+        run = self._run_buffers
+        if run:
             # A simple step over the inlined block range (see _open_window): hand out the next
             # buffer of the counted run; the look-ahead step that follows only extends the
             # pending read by one block. The queue position, the statistics, the range and the
             # pending read advance together when the run is settled (_settle_steps).
-            self._simple_steps = k - 1
             self.backend._cpu_debt += self._buffer_us
             self.pinned_buffers -= 1
-            return self.buffers[self._steps_end - k]
+            return run.pop()
         if self._steps_end:
             k = self._callback_steps
             if k:
@@ -851,9 +851,8 @@ class ReadStream:
         queue slots, buffers returned, the block range and the pending read): what handing out
         those buffers one by one would have left. Called before anything else reads them."""
         end = self._steps_end
-        left = self._simple_steps
+        left = len(self._run_buffers)
         self._steps_end = 0
-        self._simple_steps = 0
         rng = self._range
         if rng is None:
             self._callback_steps = 0
@@ -864,7 +863,6 @@ class ReadStream:
             if left:
                 # Nothing handed out yet: the run goes on as counted.
                 self._steps_end = end
-                self._simple_steps = left
             elif not self._fill_next:
                 rng._stepper = None
             return
@@ -888,7 +886,6 @@ class ReadStream:
             # The rest of the run goes on from here (an early settle: the range or the
             # statistics were read).
             self._steps_end = end
-            self._simple_steps = left
         else:
             rng._stepper = None
 
@@ -899,7 +896,8 @@ class ReadStream:
         self._start_next = False
         self._settle_steps()
         self._steps_end = 0
-        self._simple_steps = 0
+        if self._run_buffers:
+            self._run_buffers = []
         self._callback_steps = 0
         if self._range is not None:
             self._range._stepper = None
@@ -988,7 +986,9 @@ class ReadStream:
         if k > 0:
             self._steps_end = oldest + k
             if rng is not None:
-                self._simple_steps = k
+                run = self.buffers[oldest : oldest + k]
+                run.reverse()
+                self._run_buffers = run
                 rng._stepper = self
             else:
                 self._callback_steps = k

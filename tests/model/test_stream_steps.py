@@ -167,7 +167,7 @@ def test_runs_are_taken() -> None:
     fills = 0
     starts = 0
     while True:
-        if stream._simple_steps:
+        if stream._run_buffers:
             stepped += 1
         if stream._fill_next:
             fills += 1
