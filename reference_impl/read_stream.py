@@ -801,8 +801,9 @@ class ReadStream:
                         and rng._current < InvalidBlockNumber
                     ):
                         # The pending read is one block short of full, and the next step fills
-                        # it (see _fill_step). _after_step would do nothing here: the fast path
-                        # needs no pending read, a run room in it.
+                        # it (see _fill_step). _after_step would do nothing here: entering the
+                        # all-cached fast path needs an empty pending read, and a run of simple
+                        # steps room for two more blocks in it.
                         self._fill_next = True
                         rng._stepper = self
                         return buf
