@@ -298,9 +298,18 @@ class ReadStream:
             if callback is block_range_read_stream_cb and type(private) is BlockRangeReadStreamPrivate
             else None
         )
-        # The simple steps ahead (see _open_window) and the queue's overflow slots, which mirror
-        # its first io_combine_limit - 1 slots.
-        self._simple_steps = 0
+        # The simple steps ahead (see _open_window): over the inlined block range, the buffers
+        # they hand out, last first (a copy of their queue slots, which nothing else changes
+        # during the run: a step pops one); over any other callback, a count of its own. And the
+        # queue's overflow slots, which mirror its first io_combine_limit - 1 slots.
+        self._run_buffers: list[int] = []
+        self._callback_steps = 0
+        # Over the inlined block range: the next step fills the pending read and starts it (see
+        # _fill_step; never while a run is counted).
+        self._fill_next = False
+        # The next step's look-ahead is only the loop's final test, which starts the full
+        # pending read (see _start_step; after a fill step whose start was refused).
+        self._start_next = False
         # Where the counted run ends in the queue (0: no run). Over the inlined block range
         # (_range), a run's fields advance only when it is settled.
         self._steps_end = 0
@@ -415,14 +424,17 @@ class ReadStream:
 
         buffer_index = self.next_buffer_index
         io_index = self.next_io_index
+        first = self.pending_read_blocknum
         requested = nblocks
-        op = self.ios[io_index]
+        buffers = self.buffers
         nblocks, need_wait = self.backend.start_read_buffers(
-            op, self.buffers, buffer_index, self.pending_read_blocknum, nblocks, flags
+            self.ios[io_index], buffers, buffer_index, first, nblocks, flags
         )
-        self.pinned_buffers += nblocks
-        if self.debug:
-            self._check_started(self.pending_read_blocknum, nblocks)
+        pinned = self.pinned_buffers + nblocks
+        self.pinned_buffers = pinned
+        debug = self.debug
+        if debug:
+            self._check_started(first, nblocks)
         st = self._stats
         if not need_wait:
             st.hits += 1
@@ -431,17 +443,15 @@ class ReadStream:
             st.ios_started += 1
             st.blocks_read += nblocks
             self.io_buffer_index[io_index] = buffer_index
-            self.next_io_index = io_index + 1
-            if self.next_io_index == self.max_ios:
-                self.next_io_index = 0
+            io_index += 1
+            self.next_io_index = 0 if io_index == self.max_ios else io_index
             self.ios_in_progress += 1
-            self.seq_blocknum = self.pending_read_blocknum + nblocks
-            if self.debug:
+            self.seq_blocknum = first + nblocks
+            if debug:
                 if self.ios_in_progress > self.max_ios:
                     raise InvariantViolation(
                         f"{self.ios_in_progress} I/Os in progress, above max_ios {self.max_ios}"
                     )
-                first = self.pending_read_blocknum
                 if (
                     nblocks > self.io_combine_limit
                     or first // RELSEG_SIZE != (first + nblocks - 1) // RELSEG_SIZE
@@ -450,26 +460,23 @@ class ReadStream:
                         f"read [{first}..{first + nblocks - 1}] exceeds io_combine_limit or a segment"
                     )
 
+        # Buffers pinned past the accepted blocks (a split read) are forwarded to the next read.
         forwarded = 0
-        buffers = self.buffers
-        while (
-            nblocks + forwarded < requested and buffers[buffer_index + nblocks + forwarded] != INVALID_BUFFER
-        ):
-            forwarded += 1
+        end = buffer_index + nblocks
+        if nblocks < requested:
+            while nblocks + forwarded < requested and buffers[end + forwarded] != INVALID_BUFFER:
+                forwarded += 1
         self.forwarded_buffers = forwarded
 
-        overflow = buffer_index + nblocks + forwarded - self.queue_size
+        qs = self.queue_size
+        overflow = end + forwarded - qs
         if overflow > 0:
-            qs = self.queue_size
             buffers[0:overflow] = buffers[qs : qs + overflow]
 
-        buffer_index += nblocks
-        if buffer_index >= self.queue_size:
-            buffer_index -= self.queue_size
-        self.next_buffer_index = buffer_index
-        self.pending_read_blocknum += nblocks
-        self.pending_read_nblocks -= nblocks
-        held = self.pinned_buffers + self.forwarded_buffers
+        self.next_buffer_index = end - qs if end >= qs else end
+        self.pending_read_blocknum = first + nblocks
+        self.pending_read_nblocks = pending_n - nblocks
+        held = pinned + forwarded
         if held > st.max_pinned:
             st.max_pinned = held
         return True
@@ -500,7 +507,8 @@ class ReadStream:
         plain = self._plain_blocks
         while self.ios_in_progress < max_ios:
             pending_n = self.pending_read_nblocks
-            if self.pinned_buffers + pending_n >= self.distance:
+            room = self.distance - self.pinned_buffers - pending_n
+            if room <= 0:
                 break
             if pending_n == icl:
                 self._start_pending_read()
@@ -509,6 +517,8 @@ class ReadStream:
                 # read_stream_get_block without an ungot block or per-buffer data: the callback.
                 rng = self._range
                 if rng is not None and rng._stepper is None:  # block_range_read_stream_cb, inlined
+                    if self._take_range_blocks(rng, pending_n, room):
+                        continue
                     blocknum = rng._current
                     if blocknum < rng._last:
                         rng._current = blocknum + 1
@@ -554,6 +564,35 @@ class ReadStream:
         if self.debug and not (self.pinned_buffers > 0 or self.distance == 0):
             raise InvariantViolation("look-ahead left nothing pinned before the end of the stream")
 
+    def _take_range_blocks(self, rng: BlockRangeReadStreamPrivate, pending_n: int, room: int) -> bool:
+        """Over the inlined ``block_range_read_stream_cb``: take at once the blocks that the
+        look-ahead loop's next iterations would take one by one, each extending the pending read
+        (or the first beginning it), until the pins plus the pending read reach the distance
+        (``room`` blocks) or the pending read is full. The caller found an I/O slot free, no
+        ungot block, room, and the pending read not full; taking a block from the range changes
+        none of that and calls nothing, so only the count differs. Takes nothing and returns
+        False unless all those blocks are valid and in the range (near the range's end, or for a
+        range that does not extend the pending read, the loop takes its usual single step)."""
+        first = rng._current
+        n = self.io_combine_limit - pending_n
+        if room < n:
+            n = room
+        if first.__class__ is not int:
+            return False
+        stop = first + n
+        if stop > rng._last or stop > InvalidBlockNumber:
+            return False
+        if pending_n:
+            if self.pending_read_blocknum + pending_n != first:
+                return False
+        elif first < 0:
+            return False
+        else:
+            self.pending_read_blocknum = first  # a new pending read begins
+        rng._current = stop
+        self.pending_read_nblocks = pending_n + n
+        return True
+
     # ------------------------------------------------------------------------------ consumer API
     def next_buffer(self) -> int:
         """``read_stream_next_buffer``: the next pinned buffer, or ``INVALID_BUFFER`` at the end.
@@ -581,42 +620,49 @@ class ReadStream:
             yield buf
 
     def _next_buffer(self) -> int:
-        k = self._simple_steps
-        if k:
-            # A simple step (see _open_window): hand out the next buffer of the counted run; the
-            # look-ahead step that follows only extends the pending read by one block.
-            self._simple_steps = k - 1
+        run = self._run_buffers
+        if run:
+            # A simple step over the inlined block range (see _open_window): hand out the next
+            # buffer of the counted run; the look-ahead step that follows only extends the
+            # pending read by one block. The queue position, the statistics, the range and the
+            # pending read advance together when the run is settled (_settle_steps).
             self.backend._cpu_debt += self._buffer_us
             self.pinned_buffers -= 1
-            if self._range is not None:
-                # The queue position, the statistics, the range and the pending read advance
-                # together when the run is settled (_settle_steps).
-                return self.buffers[self._steps_end - k]
-            # Any other callback is called at each step, and may read the stream: everything
-            # changes at once, in the general path's order.
-            oldest = self._steps_end - k
-            buffers = self.buffers
-            buf = buffers[oldest]
-            buffers[oldest] = INVALID_BUFFER
-            if oldest < self._overflow_slots:
-                buffers[self.queue_size + oldest] = INVALID_BUFFER
-            self.oldest_buffer_index = oldest + 1
-            self._stats.buffers_returned += 1
-            blocknum = self.callback(self, self.private)
-            pending_n = self.pending_read_nblocks
-            if (
-                blocknum.__class__ is int
-                and 0 <= blocknum < InvalidBlockNumber
-                and (pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum)
-            ):
-                if pending_n == 0:
-                    self.pending_read_blocknum = blocknum  # a new pending read begins
-                self.pending_read_nblocks = pending_n + 1
-                return buf
-            self._leave_run(blocknum, oldest + 1)
-            return buf
+            return run.pop()
         if self._steps_end:
+            k = self._callback_steps
+            if k:
+                # A simple step over any other callback, which is called at each step and may
+                # read the stream: everything changes at once, in the general path's order.
+                self._callback_steps = k - 1
+                self.backend._cpu_debt += self._buffer_us
+                self.pinned_buffers -= 1
+                oldest = self._steps_end - k
+                buffers = self.buffers
+                buf = buffers[oldest]
+                buffers[oldest] = INVALID_BUFFER
+                if oldest < self._overflow_slots:
+                    buffers[self.queue_size + oldest] = INVALID_BUFFER
+                self.oldest_buffer_index = oldest + 1
+                self._stats.buffers_returned += 1
+                blocknum = self.callback(self, self.private)
+                pending_n = self.pending_read_nblocks
+                if (
+                    blocknum.__class__ is int
+                    and 0 <= blocknum < InvalidBlockNumber
+                    and (pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum)
+                ):
+                    if pending_n == 0:
+                        self.pending_read_blocknum = blocknum  # a new pending read begins
+                    self.pending_read_nblocks = pending_n + 1
+                    return buf
+                self._leave_run(blocknum, oldest + 1)
+                return buf
             self._settle_steps()
+        if self._fill_next:
+            return self._fill_step()
+        if self._start_next:
+            return self._start_step()
         backend = self.backend
         buffers = self.buffers
         if self.fast_path:
@@ -705,64 +751,93 @@ class ReadStream:
         self.oldest_buffer_index = oldest
         self._stats.buffers_returned += 1
 
-        # read_stream_look_ahead. Once a buffer is consumed, its usual work is one iteration of
-        # its loop: a block from the callback that extends the pending read (or begins one),
-        # after which the loop ends (the pins are back at the distance) and only its final test
-        # remains. With PostgreSQL 18's loop and plain block numbers, that iteration and the
-        # final test are written out here, reading and writing the same fields in the same
-        # order as _look_ahead. Anything else is left to _look_ahead: when the loop goes on, and
-        # when the block does not extend the pending read, which it is handed in the ungot-block
+        # read_stream_look_ahead. Once a buffer is consumed, its usual work is short: either the
+        # loop ends at once (the pins plus the pending read are at the distance) and only its
+        # final test remains, or it takes the next blocks, each extending the pending read (or
+        # the first beginning it), until they are back at the distance. With PostgreSQL 18's
+        # loop and plain block numbers, these cases are written out here, reading and writing
+        # the same fields in the same order as _look_ahead: over the inlined block range the
+        # blocks are taken at once (_take_range_blocks), from any other callback one block, which
+        # when it does not extend the pending read is handed to _look_ahead in the ungot-block
         # field (not through _unget_block: nothing was ungot), the place its next iteration
-        # takes a block from before it would call the callback.
+        # takes a block from before it would call the callback. Anything else is left to
+        # _look_ahead, and so is the loop when it goes on.
         pending_n = self.pending_read_nblocks
         max_ios = self.max_ios
         if not (
             self._inline_step
             and self.ios_in_progress < max_ios
-            and pending_n < icl
-            and self.pinned_buffers + pending_n < self.distance
             and self.buffered_blocknum == InvalidBlockNumber
         ):
             self._look_ahead()
+        elif self.pinned_buffers + pending_n >= self.distance:
+            # The loop ends at once: its final test (an I/O slot is free).
+            if pending_n > 0 and (
+                pending_n == icl
+                or (pending_n >= self.distance and self.pinned_buffers == 0)
+                or self.distance == 0
+            ):
+                self._start_pending_read()
+        elif pending_n == icl:
+            self._look_ahead()  # the loop starts the full pending read and goes on
         else:
             rng = self._range
             if rng is not None and rng._stepper is None:  # block_range_read_stream_cb, inlined
-                blocknum = rng._current
-                if blocknum < rng._last:
-                    rng._current = blocknum + 1
+                distance = self.distance
+                if not self._take_range_blocks(rng, pending_n, distance - self.pinned_buffers - pending_n):
+                    self._look_ahead()  # the range's end, or a range that moved: one by one
                 else:
-                    blocknum = InvalidBlockNumber
+                    pending_n = self.pending_read_nblocks
+                    if self.pinned_buffers + pending_n < distance:
+                        self._look_ahead()  # the pending read is full: the loop goes on
+                    elif pending_n == icl or (pending_n >= distance and self.pinned_buffers == 0):
+                        self._start_pending_read()  # the final test (distance > 0, an I/O slot free)
+                    elif (
+                        pending_n == self._overflow_slots
+                        and (
+                            self.ios_in_progress == 0 or self.io_buffer_index[self.oldest_io_index] != oldest
+                        )
+                        and rng._current < rng._last
+                        and rng._current < InvalidBlockNumber
+                    ):
+                        # The pending read is one block short of full, and the next step fills
+                        # it (see _fill_step). _after_step would do nothing here: entering the
+                        # all-cached fast path needs an empty pending read, and a run of simple
+                        # steps room for two more blocks in it.
+                        self._fill_next = True
+                        rng._stepper = self
+                        return buf
             else:
                 blocknum = self.callback(self, self.private)
-            if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
-                self._callback_returned_no_block(blocknum)
-                self._set_end_of_stream()
-                self._look_ahead()  # the loop ends at once (distance 0): only the final test
-            else:
-                pending_n = self.pending_read_nblocks
-                if pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum:
-                    if pending_n == 0:
-                        self.pending_read_blocknum = blocknum  # a new pending read begins
-                    pending_n += 1
-                    self.pending_read_nblocks = pending_n
-                    if self.ios_in_progress < max_ios and self.pinned_buffers + pending_n < self.distance:
-                        self._look_ahead()  # room for more: the loop goes on
-                    elif (
-                        pending_n == icl
-                        or (pending_n >= self.distance and self.pinned_buffers == 0)
-                        or self.distance == 0
-                    ) and self.ios_in_progress < max_ios:
-                        self._start_pending_read()  # the final test, as in _look_ahead
+                if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
+                    self._callback_returned_no_block(blocknum)
+                    self._set_end_of_stream()
+                    self._look_ahead()  # the loop ends at once (distance 0): only the final test
                 else:
-                    self.buffered_blocknum = blocknum
-                    self._look_ahead()
+                    pending_n = self.pending_read_nblocks
+                    if pending_n == 0 or self.pending_read_blocknum + pending_n == blocknum:
+                        if pending_n == 0:
+                            self.pending_read_blocknum = blocknum  # a new pending read begins
+                        pending_n += 1
+                        self.pending_read_nblocks = pending_n
+                        if self.ios_in_progress < max_ios and self.pinned_buffers + pending_n < self.distance:
+                            self._look_ahead()  # room for more: the loop goes on
+                        elif (
+                            pending_n == icl
+                            or (pending_n >= self.distance and self.pinned_buffers == 0)
+                            or self.distance == 0
+                        ) and self.ios_in_progress < max_ios:
+                            self._start_pending_read()  # the final test, as in _look_ahead
+                    else:
+                        self.buffered_blocknum = blocknum
+                        self._look_ahead()
         self._after_step(oldest)
         return buf
 
     def _leave_run(self, blocknum: Any, oldest: int) -> None:
         """The callback ended, or its block does not extend the pending read: the step was not
         simple after all, and goes on as in the general path."""
-        self._simple_steps = 0
+        self._callback_steps = 0
         self._steps_end = 0
         if blocknum.__class__ is not int or not 0 <= blocknum < InvalidBlockNumber:
             self._callback_returned_no_block(blocknum)
@@ -777,25 +852,30 @@ class ReadStream:
         queue slots, buffers returned, the block range and the pending read): what handing out
         those buffers one by one would have left. Called before anything else reads them."""
         end = self._steps_end
-        left = self._simple_steps
+        left = len(self._run_buffers)
         self._steps_end = 0
-        self._simple_steps = 0
         rng = self._range
         if rng is None:
+            self._callback_steps = 0
             return
         start = self.oldest_buffer_index
         taken = end - left - start
         if taken <= 0:
-            if not left:
+            if left:
+                # Nothing handed out yet: the run goes on as counted.
+                self._steps_end = end
+            elif not self._fill_next:
                 rng._stepper = None
             return
         buffers = self.buffers
         stop = start + taken
         buffers[start:stop] = [INVALID_BUFFER] * taken
-        if start < self._overflow_slots:  # the overflow slots mirror the queue's first ones
+        overflow = self._overflow_slots
+        if start < overflow:  # the overflow slots mirror the queue's first ones
+            if stop < overflow:
+                overflow = stop
             qs = self.queue_size
-            for i in range(start, min(stop, self._overflow_slots)):
-                buffers[qs + i] = INVALID_BUFFER
+            buffers[qs + start : qs + overflow] = [INVALID_BUFFER] * (overflow - start)
         self.oldest_buffer_index = stop
         self._stats.buffers_returned += taken
         first = rng._current
@@ -807,16 +887,19 @@ class ReadStream:
             # The rest of the run goes on from here (an early settle: the range or the
             # statistics were read).
             self._steps_end = end
-            self._simple_steps = left
         else:
             rng._stepper = None
 
     def _drop_steps(self) -> None:
         """Settle the run and end it: the block range was changed, or the stream is reset, so
         the steps counted no longer hold."""
+        self._fill_next = False
+        self._start_next = False
         self._settle_steps()
         self._steps_end = 0
-        self._simple_steps = 0
+        if self._run_buffers:
+            self._run_buffers = []
+        self._callback_steps = 0
         if self._range is not None:
             self._range._stepper = None
 
@@ -902,10 +985,81 @@ class ReadStream:
             if left < k:
                 k = left
         if k > 0:
-            self._simple_steps = k
             self._steps_end = oldest + k
             if rng is not None:
+                run = self.buffers[oldest : oldest + k]
+                run.reverse()
+                self._run_buffers = run
                 rng._stepper = self
+            else:
+                self._callback_steps = k
+
+    def _fill_step(self) -> int:
+        """A step that fills the pending read, armed by the general step before it over the
+        inlined block range (see _next_buffer), which left the pins plus the pending read at the
+        distance and the pending read one block short of ``io_combine_limit``, and found that the
+        oldest buffer heads no I/O in progress and that the range has its next block. Only the
+        consumer runs in between, and a change to the range disarms it (the range's stepper is
+        this stream meanwhile). As in the general path: hand out the oldest buffer; the look-ahead
+        loop (an I/O slot is free, no ungot block) takes the range's next block, which extends
+        the pending read and fills it, and ends, the pins plus the pending read being back at the
+        distance; its final test starts the full read; then _after_step."""
+        self._fill_next = False
+        rng = self._range
+        assert rng is not None
+        rng._stepper = None
+        self.backend._cpu_debt += self._buffer_us
+        oldest = self.oldest_buffer_index
+        buffers = self.buffers
+        buf = buffers[oldest]
+        buffers[oldest] = INVALID_BUFFER
+        if oldest < self._overflow_slots:
+            buffers[self.queue_size + oldest] = INVALID_BUFFER
+        self.pinned_buffers -= 1
+        oldest += 1
+        if oldest == self.queue_size:
+            oldest = 0
+        self.oldest_buffer_index = oldest
+        self._stats.buffers_returned += 1
+        rng._current += 1
+        self.pending_read_nblocks += 1
+        if not self._start_pending_read() and (
+            self.ios_in_progress == 0 or self.io_buffer_index[self.oldest_io_index] != oldest
+        ):
+            # The start was refused (the pin budget is short; pins remain): the pins less one
+            # plus the full pending read are at least the distance, which the refusal cut to at
+            # most the pins plus io_combine_limit - 1. So the next step's look-ahead, if handing
+            # out its buffer needs no wait, is only the loop's final test (see _start_step).
+            # _after_step would do nothing here: the pending read is full.
+            self._start_next = True
+            return buf
+        self._after_step(oldest)
+        return buf
+
+    def _start_step(self) -> int:
+        """A step after a refused start (armed by _fill_step, which found that handing out the
+        oldest buffer needs no wait): hand out the oldest buffer; the look-ahead loop ends at
+        once (an I/O slot is free; the pins plus the full pending read are at least the
+        distance), and its final test starts the full pending read; then _after_step. Nothing
+        the consumer does in between changes this, other than a reset or next_block (which
+        disarm it); the budget of pins is asked again by the start."""
+        self._start_next = False
+        self.backend._cpu_debt += self._buffer_us
+        oldest = self.oldest_buffer_index
+        buffers = self.buffers
+        buf = buffers[oldest]
+        buffers[oldest] = INVALID_BUFFER
+        if oldest < self._overflow_slots:
+            buffers[self.queue_size + oldest] = INVALID_BUFFER
+        self.pinned_buffers -= 1
+        oldest += 1
+        if oldest == self.queue_size:
+            oldest = 0
+        self.oldest_buffer_index = oldest
+        self._stats.buffers_returned += 1
+        self._start_pending_read()
+        self._after_step(oldest)
+        return buf
 
     def next_block(self) -> tuple[int, BufferAccessStrategy | None]:
         """``read_stream_next_block``: take the next block number without reading it."""
