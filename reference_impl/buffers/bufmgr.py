@@ -550,9 +550,9 @@ class Backend:
         # PrivateRefCount.unpin, inlined. The array first: a scan's page in hand is there (the
         # tuple slot's extra pin moves its entry back from the hash), and so is every pin of a
         # backend holding at most 8.
-        pos = self._ref_pos
-        i = pos.get(buf)
-        if i is not None:
+        if buf in self._ref_pos:
+            pos = self._ref_pos
+            i = pos[buf]
             refs = self.refs
             cnt = refs.arr_cnt
             c = cnt[i] - 1
@@ -565,15 +565,14 @@ class Backend:
             self._refcount[buf] -= 1
             return
         # The entry is in the hash table (a stream holding more than 8 pins keeps most of them
-        # there).
-        ovf = self._ref_ovf
-        hashed = ovf.get(buf)
-        if hashed is not None:
-            if hashed > 1:
-                ovf[buf] = hashed - 1
-                return
-            del ovf[buf]
+        # there), usually with this last pin: one look-up, then the deletion.
+        hashed = self._ref_ovf.get(buf)
+        if hashed == 1:
+            del self._ref_ovf[buf]
             self._refcount[buf] -= 1
+            return
+        if hashed is not None:
+            self._ref_ovf[buf] = hashed - 1
             return
         if buf < 0:
             raise ModelUsageError(f"ReleaseBuffer of invalid buffer {buf}")

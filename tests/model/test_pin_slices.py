@@ -5,14 +5,17 @@ free list's head, or the buffers from the clock hand): it is compared with
 ``Backend._alloc_unmapped_run``'s own per-block loop (the shortcut switched off) on pools in
 varied states: pinned, used, dirty and unmapped buffers, blocks of the read already in the pool,
 the hand near the pool's end, free lists consecutive or not and partly in use; and end to end
-through streamed scans. Each comparison is also run against planted bugs (the shortcut's source
-with one check or step changed), which it must catch.
+through streamed scans. ``PrivateRefCount._push_run``'s C-level updates are compared with one
+pin at a time, ``Backend.release_buffer``'s inlined paths with ``PrivateRefCount.unpin``. Each
+comparison is also run against planted bugs (the code's source with one check or step changed),
+which it must catch.
 """
 
 from __future__ import annotations
 import __future__
 
 import inspect
+import random
 import textwrap
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -28,7 +31,9 @@ from reference_impl import (
     BlockRangeReadStreamPrivate,
     ForkNumber,
     Instance,
+    ModelUsageError,
     NoUnpinnedBuffers,
+    ReadPathObserver,
     Settings,
     begin_stream,
     block_range_read_stream_cb,
@@ -554,3 +559,138 @@ _PUSH_RUN_BUGS = [
 def test_push_run_comparison_catches_planted_bugs(old: str, new: str) -> None:
     """With the bug planted in _push_run, some case differs from one pin at a time."""
     assert _refs_failures(_mutant(PrivateRefCount, "_push_run", old, new)), f"{old!r} -> {new!r} unnoticed"
+
+
+# ------------------------------------------------------------------------------ ReleaseBuffer
+
+
+class _Releases(ReadPathObserver):
+    def __init__(self) -> None:
+        self.heard: list[int] = []
+
+    def buffer_released(self, backend: Backend, buf: int) -> None:
+        self.heard.append(buf)
+
+
+def _release_run(
+    ops: list[tuple[str, int]], reference: bool, observed: bool = True, paths: set[str] | None = None
+) -> tuple[object, ...]:
+    """Pins and releases on one backend; releases through release_buffer, or with
+    ``reference`` through PrivateRefCount.unpin (Backend._unpin). Returns the private counts,
+    the shared pin counts, the outcome of each step and what the observer heard; ``paths``
+    collects where the released entries were."""
+    inst = Instance(Settings(shared_buffers=64))
+    be = inst.backend()
+    pool = inst.pool
+    obs = _Releases()
+    if observed:
+        be.add_observer(obs)
+    outcomes: list[str] = []
+    for kind, b in ops:
+        if kind == "pin":
+            be.refs.reserve()
+            if be.refs.pin(b):
+                pool.refcount[b] += 1
+            outcomes.append("pinned")
+            continue
+        if kind == "incr":
+            b = b if be.refs.count(b) else -1
+            if b >= 0:
+                be.incr_buffer_refcount(b)
+            continue
+        if kind == "stray":  # not pinned, or invalid: an error either way
+            b = -1 if b % 2 else b + 100
+        if paths is not None and b >= 0:
+            last = be.refs.count(b) == 1
+            paths.add(f"{'array' if b in be.refs.pos else 'hash'}, {'last pin' if last else 'pins left'}")
+        try:
+            if reference:
+                if observed:
+                    obs.buffer_released(be, b)
+                if b < 0:
+                    raise ModelUsageError(f"ReleaseBuffer of invalid buffer {b}")
+                be._unpin(b)
+            else:
+                be.release_buffer(b)
+            outcomes.append("released")
+        except ModelUsageError as exc:
+            outcomes.append(str(exc))
+    # A freed array slot's count is never read (the next entry there sets it): release_buffer
+    # leaves it, PrivateRefCount.unpin zeroes it.
+    refs = _refcount_state(be.refs)
+    live = [c if b >= 0 else 0 for b, c in zip(be.refs.arr_buf, be.refs.arr_cnt)]
+    return (refs[0], live, *refs[2:], list(pool.refcount), outcomes, obs.heard)
+
+
+def _release_ops(rng: random.Random) -> list[tuple[str, int]]:
+    """Pins of up to 30 buffers (more than the array's 8), some pinned twice, released in
+    random order, with IncrBufferRefCount and stray releases now and then."""
+    ops: list[tuple[str, int]] = []
+    pinned: list[int] = []
+    for _ in range(rng.randrange(20, 120)):
+        r = rng.random()
+        if r < 0.5 or not pinned:
+            b = rng.randrange(30)
+            ops.append(("pin", b))
+            pinned.append(b)
+        elif r < 0.55:
+            ops.append(("incr", rng.choice(pinned)))
+            pinned.append(ops[-1][1])
+        elif r < 0.58:
+            ops.append(("stray", rng.randrange(30)))
+        else:
+            ops.append(("release", pinned.pop(rng.randrange(len(pinned)))))
+    return ops
+
+
+_RELEASE_CASES = [_release_ops(random.Random(seed)) for seed in range(60)]
+
+
+def _release_failures(release: Callable[..., Any] | None) -> list[int]:
+    failures = []
+    for k, ops in enumerate(_RELEASE_CASES):
+        with pytest.MonkeyPatch.context() as mp:
+            if release is not None:
+                mp.setattr(Backend, "release_buffer", release)
+            try:
+                got = _release_run(ops, reference=False)
+            except Exception:  # a planted bug may crash
+                failures.append(k)
+                continue
+        if got != _release_run(ops, reference=True):
+            failures.append(k)
+    return failures
+
+
+def test_release_buffer_equals_unpin() -> None:
+    """ReleaseBuffer's inlined paths (array, hash, last pin or not) leave the private counts,
+    the hash's insertion order and the shared pin counts as PrivateRefCount.unpin, raise the
+    same errors, and the observer hears every release."""
+    assert _release_failures(None) == []
+    paths: set[str] = set()
+    for ops in _RELEASE_CASES:
+        _release_run(ops, False, paths=paths)
+    assert paths == {"array, last pin", "array, pins left", "hash, last pin", "hash, pins left"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False), st.booleans())
+def test_release_buffer_equals_unpin_at_random(rng, observed) -> None:
+    """As above on random sequences, with and without an observer."""
+    ops = _release_ops(rng)
+    assert _release_run(ops, False, observed) == _release_run(ops, True, observed)
+
+
+_RELEASE_BUGS = [
+    ("if hashed == 1:", "if hashed:"),  # drops a hashed entry with pins left
+    ("self._ref_ovf[buf] = hashed - 1", "del self._ref_ovf[buf]; self._ref_ovf[buf] = hashed - 1"),  # order
+    ("refs.reserved = i", "pass"),
+    ("self._release_observer.buffer_released(self, buf)", "pass"),
+    ("if c:", "if c > 1:"),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), _RELEASE_BUGS, ids=[o for o, _ in _RELEASE_BUGS])
+def test_release_comparison_catches_planted_bugs(old: str, new: str) -> None:
+    """With the bug planted in release_buffer, some case differs from PrivateRefCount.unpin."""
+    assert _release_failures(_mutant(Backend, "release_buffer", old, new)), f"{old!r} -> {new!r} unnoticed"
