@@ -26,7 +26,6 @@ reserved entry, as this class does:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain, repeat
 
 from ..errors import ModelUsageError
 
@@ -135,9 +134,7 @@ class PrivateRefCount:
         8, with count 1; the last 8 (or all, if fewer) end in the array, the ``k``-th new entry
         under slot ``(clock + k) % 8``; ``pos`` lists them in pin order after the array's old
         entries still there. A run of ``m`` pins thus costs ``m`` insertions into the hash and
-        at most 8 into ``pos``, instead of ``m`` of each and ``m`` deletions from ``pos``; for
-        ``m >= 8`` (a read of 16 blocks) these are C-level updates of the two dicts and slice
-        assignments of the array, with no loop written in Python.
+        at most 8 into ``pos``, instead of ``m`` of each and ``m`` deletions from ``pos``.
         """
         m = len(bufs)
         arr_buf = self.arr_buf
@@ -155,19 +152,15 @@ class PrivateRefCount:
                 arr_cnt[slot] = 1
                 pos[b] = slot
             return
-        # The array's entries from slot s round, then the new ones but the last 8, each
-        # inserted once (none is in the hash yet), in one C-level update.
+        for slot in _ROTATION[s]:
+            ovf[arr_buf[slot]] = arr_cnt[slot]
         keep = m - REFCOUNT_ARRAY_ENTRIES
-        ovf.update(
-            zip(chain(arr_buf[s:], arr_buf[:s], bufs[:keep]), chain(arr_cnt[s:], arr_cnt[:s], repeat(1)))
-        )
-        # The last 8: the k-th under slot (s + keep + k) % 8, in pin order in pos.
-        last = bufs[keep:]
-        r = (s + keep) % REFCOUNT_ARRAY_ENTRIES
-        split = REFCOUNT_ARRAY_ENTRIES - r
-        arr_buf[:] = [*last[split:], *last[:split]]
+        for b in bufs[:keep]:
+            ovf[b] = 1
         pos.clear()
-        pos.update(zip(last, _ROTATION[r]))
+        for b, slot in zip(bufs[keep:], _ROTATION[(s + keep) % REFCOUNT_ARRAY_ENTRIES]):
+            arr_buf[slot] = b
+            pos[b] = slot
         arr_cnt[:] = _ONE_EACH
 
     def incr(self, buf: int) -> None:
