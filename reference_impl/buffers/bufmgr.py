@@ -30,8 +30,7 @@ pin budget a stream gets (``get_additional_pin_limit``) is computed from them.
 
 from __future__ import annotations
 
-from collections import deque
-from itertools import islice, repeat, starmap
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelUsageError, NoUnpinnedBuffers, PgError, PinLeakError, QueryCanceled
@@ -75,8 +74,6 @@ RBM_NORMAL = "normal"
 RBM_ZERO_ON_ERROR = "zero_on_error"
 RBM_ZERO_AND_LOCK = "zero_and_lock"
 _MODES = (RBM_NORMAL, RBM_ZERO_ON_ERROR, RBM_ZERO_AND_LOCK)
-# Runs an iterator to its end at C speed, keeping nothing (the pool's bulk updates).
-_drain = deque[object](maxlen=0).extend
 
 
 class ReadBuffersOperation:
@@ -383,9 +380,9 @@ class Backend:
         caller goes on block by block from the first block not done.
 
         Where the free list's head, or (the list empty) the buffers from the clock hand up to
-        the pool's end, are consecutive slots that are all such usual victims for blocks of
-        which none is in the pool, :meth:`_take_slot_run` takes them at once; the loop goes on
-        from the first block not done that way.
+        the pool's end, are consecutive slots that are all such usual victims,
+        :meth:`_take_slot_run` takes them up to the first block found in the pool; the loop
+        goes on from the first block not done that way.
         """
         pool = self.pool
         comps = pool._completions
@@ -406,25 +403,24 @@ class Backend:
             lo = freelist[0]
             m = min(n, len(freelist), nbuffers - lo)
             if list(islice(freelist, m)) == pool._slots[lo : lo + m]:
-                v = self._take_slot_run(tag, lo, m, buffers, j)
-                if v >= 0:
-                    # StrategyGetBuffer's pops, m times, without a loop written in Python.
-                    _drain(starmap(freelist.popleft, repeat((), m)))
-                    pool.in_freelist[lo : lo + m] = bytes(m)
-                    valid = v
-                    j += m
+                k, valid = self._take_slot_run(tag, lo, m, buffers, j)
+                if k:
+                    for _ in range(k):
+                        freelist.popleft()
+                    pool.in_freelist[lo : lo + k] = bytes(k)
+                    j += k
         hand = pool.next_victim
         if not freelist and j - index < n:
             # The clock sweep from the hand, up to the pool's end.
             m = min(n - (j - index), nbuffers - hand)
-            v = self._take_slot_run(tag + j - index, hand, m, buffers, j)
-            if v >= 0:
-                hand += m
+            k, v = self._take_slot_run(tag + j - index, hand, m, buffers, j)
+            if k:
+                hand += k
                 if hand == nbuffers:
                     hand = 0
                     pool.complete_passes += 1
                 valid += v
-                j += m
+                j += k
         for t in range(tag + j - index, tag + n):
             if t in mapping:
                 break
@@ -476,44 +472,55 @@ class Backend:
             self.refs.pin_new_run(buffers[index:j])
         return k, valid
 
-    def _take_slot_run(self, tag: int, lo: int, m: int, buffers: list[int], j: int) -> int:
-        """The consecutive slots ``lo`` .. ``lo + m - 1`` as the victims of the blocks ``tag`` ..
-        ``tag + m - 1``, in :meth:`_alloc_unmapped_run`'s loop's order, if each is unpinned,
-        unused and clean (no flag but valid) and none of the blocks is in the pool: the number
-        of victims that held a valid page, or -1, with nothing changed. The caller takes the
-        slots off the free list or moves the clock hand past them.
+    def _take_slot_run(self, tag: int, lo: int, m: int, buffers: list[int], j: int) -> tuple[int, int]:
+        """The consecutive slots from ``lo`` as the victims of the blocks from ``tag``, up to
+        ``m`` of them, in :meth:`_alloc_unmapped_run`'s loop's order, if all ``m`` are
+        unpinned, unused and clean (no flag but valid): (victims taken, of which held a valid
+        page); (0, 0), with nothing changed, if one is not. The run stops before the first block
+        found in the pool. The caller takes the slots off the free list or moves the clock hand
+        past them.
 
-        The loop's steps for these blocks then give this state at once: no block is found in
-        the mapping table (the loop only removes the victims' old blocks, which are in the pool,
-        and adds blocks before this one); each victim is the next slot, pinned once, used once,
-        its flags cleared, its old block unmapped and the new one mapped. The mapping table's
-        order is that of the loop, which deletes and inserts in turn: the remaining entries in
-        their order, then the new blocks in block order.
+        The loop's steps for these blocks then give this state: each victim is the next slot;
+        its old block is unmapped and the new one mapped before the next block is looked up
+        (in this order, so the mapping table's order is the loop's and a block held by an
+        earlier victim of the run is no longer in the pool); the victims are pinned once, used
+        once, their flags cleared, as slices. The mapping table is updated in a loop written in
+        Python, which costs fewer machine instructions than ``dict.update`` over ``zip``, and
+        keeps one int object per tag in the table and in ``pool.tag``.
         """
         pool = self.pool
         hi = lo + m
         flags = pool.flags
-        if any(pool.refcount[lo:hi]) or any(pool.usage[lo:hi]):
-            return -1
-        valid = flags.count(BM_VALID, lo, hi)
+        if (
+            any(pool.refcount[lo:hi])
+            or any(pool.usage[lo:hi])
+            or flags.count(BM_VALID, lo, hi) + flags.count(0, lo, hi) != m
+        ):
+            return 0, 0
         mapping = pool.mapping
-        if valid + flags.count(0, lo, hi) != m or not mapping.keys().isdisjoint(range(tag, tag + m)):
-            return -1
         pool_tag = pool.tag
-        olds = pool_tag[lo:hi]
-        if -1 in olds:  # slots that never held a page, or whose page was evicted
-            olds = [t for t in olds if t >= 0]
-        _drain(map(mapping.__delitem__, olds))
-        new = range(tag, tag + m)
         slots = pool._slots[lo:hi]
-        mapping.update(zip(new, slots))
-        pool_tag[lo:hi] = new
-        ones = [1] * m
+        t = tag
+        for b in slots:
+            if t in mapping:
+                break
+            old = pool_tag[b]
+            if old >= 0:
+                del mapping[old]
+            mapping[t] = b
+            pool_tag[b] = t
+            t += 1
+        k = t - tag
+        if k < m:
+            hi = lo + k
+            del slots[k:]
+        valid = flags.count(BM_VALID, lo, hi)
+        ones = [1] * k
         pool.refcount[lo:hi] = ones
         pool.usage[lo:hi] = ones
-        flags[lo:hi] = bytes(m)
-        buffers[j : j + m] = slots
-        return valid
+        flags[lo:hi] = bytes(k)
+        buffers[j : j + k] = slots
+        return k, valid
 
     def _write_victim(self, buf: int, context: str) -> None:
         """``GetVictimBuffer`` on a dirty victim it keeps: flush WAL up to the page's LSN if

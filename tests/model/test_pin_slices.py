@@ -78,7 +78,7 @@ def _pool_state(inst: Instance, be: Backend) -> dict[str, Any]:
 def _per_block() -> Iterator[None]:
     """Switch the shortcut off: _alloc_unmapped_run's loop then takes every victim."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Backend, "_take_slot_run", lambda self, tag, lo, m, buffers, j: -1)
+        mp.setattr(Backend, "_take_slot_run", lambda self, tag, lo, m, buffers, j: (0, 0))
         yield
 
 
@@ -89,11 +89,11 @@ class _Spy:
         self.taken = 0
         real = Backend._take_slot_run
 
-        def spy(be: Backend, tag: int, lo: int, m: int, buffers: list[int], j: int) -> int:
-            v = real(be, tag, lo, m, buffers, j)
-            if v >= 0:
+        def spy(be: Backend, tag: int, lo: int, m: int, buffers: list[int], j: int) -> tuple[int, int]:
+            k, valid = real(be, tag, lo, m, buffers, j)
+            if k:
                 self.taken += 1
-            return v
+            return k, valid
 
         mp.setattr(Backend, "_take_slot_run", spy)
 
@@ -224,6 +224,9 @@ CASES: dict[str, dict[str, Any]] = {
     ),
     "free list then clock": _case(_CLEAN, freelist=[30, 31, 32, 33, 34], hand=2),
     "free list up to the pool's end": _case(_CLEAN, freelist=[35, 36, 37, 38, 39, 3, 4], hand=9),
+    "free list run stops at a block in the pool": _case(
+        _with(_CLEAN, b0=_buf(15)), freelist=list(range(20, 37))
+    ),
     "free list with a gap": _case(
         _CLEAN, freelist=[20, 21, 22, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37]
     ),
@@ -240,12 +243,15 @@ CASES: dict[str, dict[str, Any]] = {
 _TAKEN = {
     "clock run",
     "clock run, some pages invalid or never used",
+    "block of the run held by another buffer",
+    "block of the run held by one of its victims",
     "run wraps at the pool's end",
     "run ends at the pool's end",
     "consecutive free list",
     "free list then clock",
     "free list up to the pool's end",
     "free list of fresh buffers",
+    "free list run stops at a block in the pool",
 }
 
 
@@ -457,23 +463,26 @@ def _mutant(cls: type, name: str, old: str, new: str) -> Callable[..., Any]:
 
 _SLOT_RUN_BUGS = [
     # (method, old, new): each a plausible slip in the shortcut.
-    ("_take_slot_run", "any(pool.refcount[lo:hi]) or ", ""),  # takes pinned buffers
-    ("_take_slot_run", " or any(pool.usage[lo:hi])", ""),  # takes used buffers
-    ("_take_slot_run", "valid + flags.count(0, lo, hi) != m or ", ""),  # takes dirty buffers
-    ("_take_slot_run", " or not mapping.keys().isdisjoint(range(tag, tag + m))", ""),  # maps blocks twice
-    ("_take_slot_run", "mapping.update(zip(new, slots))", "mapping.update(zip(new[::-1], slots[::-1]))"),
-    ("_take_slot_run", "olds = [t for t in olds if t >= 0]", "pass"),  # unmaps block -1
-    ("_take_slot_run", "return valid", "return m"),  # counts every victim an eviction
+    ("_take_slot_run", "any(pool.refcount[lo:hi])", "False"),  # takes pinned buffers
+    ("_take_slot_run", "any(pool.usage[lo:hi])", "False"),  # takes used buffers
+    ("_take_slot_run", "+ flags.count(0, lo, hi) != m", "!= -1"),  # takes dirty buffers
+    ("_take_slot_run", "if t in mapping:", "if False:"),  # maps a block twice
+    ("_take_slot_run", "del mapping[old]", "pass"),  # leaves the old block mapped
+    ("_take_slot_run", "t = tag\n", "t = tag + 1\n"),  # one block off
+    ("_take_slot_run", "if old >= 0:", "if old > 0 or t > tag:"),  # unmaps block -1
+    ("_take_slot_run", "valid = flags.count(BM_VALID, lo, hi)", "valid = k"),  # every victim an eviction
+    ("_take_slot_run", "hi = lo + k\n", "pass\n"),  # a truncated run's slices too long
     ("_take_slot_run", "pool.usage[lo:hi] = ones", "pass"),
-    ("_take_slot_run", "flags[lo:hi] = bytes(m)", "pass"),
-    ("_take_slot_run", "buffers[j : j + m] = slots", "buffers[j : j + m] = slots[::-1]"),
+    ("_take_slot_run", "flags[lo:hi] = bytes(k)", "pass"),
+    ("_take_slot_run", "buffers[j : j + k] = slots", "buffers[j : j + k] = slots[::-1]"),
     ("_alloc_unmapped_run", "pool.complete_passes += 1", "pass"),  # the run's wrap
-    ("_alloc_unmapped_run", "pool.in_freelist[lo : lo + m] = bytes(m)", "pass"),
+    ("_alloc_unmapped_run", "pool.in_freelist[lo : lo + k] = bytes(k)", "pass"),
     ("_alloc_unmapped_run", "list(islice(freelist, m)) == pool._slots[lo : lo + m]", "True"),
     # A run past the pool's end, whose slices come out short: the shortcut then refuses it.
     ("_alloc_unmapped_run", "m = min(n - (j - index), nbuffers - hand)", "m = n - (j - index)"),
     ("_alloc_unmapped_run", "m = min(n, len(freelist), nbuffers - lo)", "m = min(n, nbuffers - lo)"),
-    ("_alloc_unmapped_run", "hand += m\n", "hand += m - 1\n"),
+    ("_alloc_unmapped_run", "hand += k\n", "hand += k - 1\n"),
+    ("_alloc_unmapped_run", "for _ in range(k):", "for _ in range(m):"),
 ]
 
 
@@ -489,8 +498,8 @@ def test_the_comparison_catches_planted_bugs(method: str, old: str, new: str) ->
 
 def test_bufmgr_mutants_compile_against_the_module() -> None:
     """The planted-bug machinery itself: an unchanged copy behaves as the original."""
-    copy = _mutant(Backend, "_take_slot_run", "return valid", "return valid")
-    assert copy is not Backend._take_slot_run and copy.__globals__["_drain"] is bufmgr._drain
+    copy = _mutant(Backend, "_take_slot_run", "return k, valid", "return k, valid")
+    assert copy is not Backend._take_slot_run and copy.__globals__["BM_VALID"] is bufmgr.BM_VALID
     assert _named_case_failures({"_take_slot_run": copy}) == []
 
 
