@@ -30,6 +30,7 @@ pin budget a stream gets (``get_additional_pin_limit``) is computed from them.
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelUsageError, NoUnpinnedBuffers, PgError, PinLeakError, QueryCanceled
@@ -377,6 +378,11 @@ class Backend:
         which thus passes over it. Its private entry is taken afterwards, for the whole run
         (:meth:`PrivateRefCount.pin_new_run`): nothing in between reads the private counts. The
         caller goes on block by block from the first block not done.
+
+        Where the free list's head, or (the list empty) the buffers from the clock hand up to
+        the pool's end, are consecutive slots that are all such usual victims,
+        :meth:`_take_slot_run` takes them up to the first block found in the pool; the loop
+        goes on from the first block not done that way.
         """
         pool = self.pool
         comps = pool._completions
@@ -389,10 +395,33 @@ class Backend:
         usage = pool.usage
         freelist = pool.freelist
         nbuffers = pool.nbuffers
-        hand = pool.next_victim
         j = index  # the next slot of buffers
         valid = searched = 0
-        for t in range(tag, tag + n):
+        if freelist:
+            # The free list's head: every buffer in ascending order at start-up, and after a
+            # relation's buffers were dropped, the dropped ones.
+            lo = freelist[0]
+            m = min(n, len(freelist), nbuffers - lo)
+            if list(islice(freelist, m)) == pool._slots[lo : lo + m]:
+                k, valid = self._take_slot_run(tag, lo, m, buffers, j)
+                if k:
+                    for _ in range(k):
+                        freelist.popleft()
+                    pool.in_freelist[lo : lo + k] = bytes(k)
+                    j += k
+        hand = pool.next_victim
+        if not freelist and j - index < n:
+            # The clock sweep from the hand, up to the pool's end.
+            m = min(n - (j - index), nbuffers - hand)
+            k, v = self._take_slot_run(tag + j - index, hand, m, buffers, j)
+            if k:
+                hand += k
+                if hand == nbuffers:
+                    hand = 0
+                    pool.complete_passes += 1
+                valid += v
+                j += k
+        for t in range(tag + j - index, tag + n):
             if t in mapping:
                 break
             if (
@@ -443,6 +472,56 @@ class Backend:
             self.refs.pin_new_run(buffers[index:j])
         return k, valid
 
+    def _take_slot_run(self, tag: int, lo: int, m: int, buffers: list[int], j: int) -> tuple[int, int]:
+        """The consecutive slots from ``lo`` as the victims of the blocks from ``tag``, up to
+        ``m`` of them, in :meth:`_alloc_unmapped_run`'s loop's order, if all ``m`` are
+        unpinned, unused and clean (no flag but valid): (victims taken, of which held a valid
+        page); (0, 0), with nothing changed, if one is not. The run stops before the first block
+        found in the pool. The caller takes the slots off the free list or moves the clock hand
+        past them.
+
+        The loop's steps for these blocks then give this state: each victim is the next slot;
+        its old block is unmapped and the new one mapped before the next block is looked up
+        (in this order, so the mapping table's order is the loop's and a block held by an
+        earlier victim of the run is no longer in the pool); the victims are pinned once, used
+        once, their flags cleared, as slices. The mapping table is updated in a loop written in
+        Python, which costs fewer machine instructions than ``dict.update`` over ``zip``, and
+        keeps one int object per tag in the table and in ``pool.tag``.
+        """
+        pool = self.pool
+        hi = lo + m
+        flags = pool.flags
+        if (
+            any(pool.refcount[lo:hi])
+            or any(pool.usage[lo:hi])
+            or flags.count(BM_VALID, lo, hi) + flags.count(0, lo, hi) != m
+        ):
+            return 0, 0
+        mapping = pool.mapping
+        pool_tag = pool.tag
+        slots = pool._slots[lo:hi]
+        t = tag
+        for b in slots:
+            if t in mapping:
+                break
+            old = pool_tag[b]
+            if old >= 0:
+                del mapping[old]
+            mapping[t] = b
+            pool_tag[b] = t
+            t += 1
+        k = t - tag
+        if k < m:
+            hi = lo + k
+            del slots[k:]
+        valid = flags.count(BM_VALID, lo, hi)
+        ones = [1] * k
+        pool.refcount[lo:hi] = ones
+        pool.usage[lo:hi] = ones
+        flags[lo:hi] = bytes(k)
+        buffers[j : j + k] = slots
+        return k, valid
+
     def _write_victim(self, buf: int, context: str) -> None:
         """``GetVictimBuffer`` on a dirty victim it keeps: flush WAL up to the page's LSN if
         needed (``XLogFlush``), then write the page (``FlushBuffer``)."""
@@ -478,9 +557,9 @@ class Backend:
         # PrivateRefCount.unpin, inlined. The array first: a scan's page in hand is there (the
         # tuple slot's extra pin moves its entry back from the hash), and so is every pin of a
         # backend holding at most 8.
-        pos = self._ref_pos
-        i = pos.get(buf)
-        if i is not None:
+        if buf in self._ref_pos:
+            pos = self._ref_pos
+            i = pos[buf]
             refs = self.refs
             cnt = refs.arr_cnt
             c = cnt[i] - 1
@@ -493,15 +572,14 @@ class Backend:
             self._refcount[buf] -= 1
             return
         # The entry is in the hash table (a stream holding more than 8 pins keeps most of them
-        # there).
-        ovf = self._ref_ovf
-        hashed = ovf.get(buf)
-        if hashed is not None:
-            if hashed > 1:
-                ovf[buf] = hashed - 1
-                return
-            del ovf[buf]
+        # there), usually with this last pin: one look-up, then the deletion.
+        hashed = self._ref_ovf.get(buf)
+        if hashed == 1:
+            del self._ref_ovf[buf]
             self._refcount[buf] -= 1
+            return
+        if hashed is not None:
+            self._ref_ovf[buf] = hashed - 1
             return
         if buf < 0:
             raise ModelUsageError(f"ReleaseBuffer of invalid buffer {buf}")

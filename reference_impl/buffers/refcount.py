@@ -112,6 +112,10 @@ class PrivateRefCount:
         The result is that of ``reserve(); pin_new(b)`` for each ``b``: while the array has
         room the entries are taken one by one, then the rest goes through :meth:`_push_run`.
         """
+        if self.reserved < 0 and len(self.pos) >= REFCOUNT_ARRAY_ENTRIES:
+            # The array full and nothing reserved (a stream holding more than 8 pins).
+            self._push_run(bufs)
+            return
         n = len(bufs)
         k = 0
         while k < n and (self.reserved >= 0 or len(self.pos) < REFCOUNT_ARRAY_ENTRIES):
