@@ -230,8 +230,12 @@ class _Cluster:
         bindir = reachable_bindir(bindir, run_as)
         workdir = Path(workdir).expanduser().resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        run_dir = _server_home(workdir, run_as) / f"pg-{os.getpid()}-{_next_serial()}"
-        run_dir.mkdir()
+        # A unique name, not only pid and serial: a harness killed by SIGKILL cannot remove its
+        # directory, and a later process given the same pid would find it there.
+        run_dir = Path(
+            tempfile.mkdtemp(prefix=f"pg-{os.getpid()}-{_next_serial()}-", dir=_server_home(workdir, run_as))
+        )
+        run_dir.chmod(0o755)  # mkdtemp gives 0700; keep the mode a plain mkdir gave it
         _cleanup.register(lambda: shutil.rmtree(run_dir, ignore_errors=True))
         data_dir = run_dir / "data"
         data_dir.mkdir(mode=0o700)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import psutil  # type: ignore[import-untyped]
@@ -133,3 +135,24 @@ def test_start_failure_reports_the_log(tmp_path: Path) -> None:
     assert "log tail" in str(info.value)
     assert "shared memory" in str(info.value)
     assert _left_behind(tmp_path) == []
+
+
+def test_a_run_directory_left_by_a_killed_harness_with_the_same_pid_is_no_obstacle(tmp_path: Path) -> None:
+    # A harness killed by SIGKILL leaves its run directory, named after its pid; a later process
+    # given the same pid once failed to start its server (FileExistsError).
+    from pytest_readstream.postgres import _cluster
+    from pytest_readstream.postgres._process import _run_as
+
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    home = _cluster._server_home(workdir, _run_as(None))
+    stale = home / f"pg-{os.getpid()}-{_cluster._counter + 1}"
+    stale.mkdir()
+    cluster = _cluster._Cluster.create(embedded_bindir(), workdir, None, 30.0, 30.0)
+    try:
+        assert cluster.run_dir != stale and cluster.run_dir.parent == home
+        assert cluster.run_dir.name.startswith(f"pg-{os.getpid()}-")
+        assert cluster.data_dir.is_dir() and stale.is_dir()
+    finally:
+        shutil.rmtree(cluster.run_dir, ignore_errors=True)
+        stale.rmdir()
