@@ -994,6 +994,25 @@ class ReadStream:
             else:
                 self._callback_steps = k
 
+    def _hand_out_oldest(self) -> tuple[int, int]:
+        """The general path's hand-out of the oldest buffer when it heads no I/O (an armed
+        step's first half): its CPU, the queue slot (and its overflow mirror) cleared, one pin
+        fewer, the queue's next position; returns (buffer, that position)."""
+        self.backend._cpu_debt += self._buffer_us
+        oldest = self.oldest_buffer_index
+        buffers = self.buffers
+        buf = buffers[oldest]
+        buffers[oldest] = INVALID_BUFFER
+        if oldest < self._overflow_slots:
+            buffers[self.queue_size + oldest] = INVALID_BUFFER
+        self.pinned_buffers -= 1
+        oldest += 1
+        if oldest == self.queue_size:
+            oldest = 0
+        self.oldest_buffer_index = oldest
+        self._stats.buffers_returned += 1
+        return buf, oldest
+
     def _fill_step(self) -> int:
         """A step that fills the pending read, armed by the general step before it over the
         inlined block range (see _next_buffer), which left the pins plus the pending read at the
@@ -1008,19 +1027,7 @@ class ReadStream:
         rng = self._range
         assert rng is not None
         rng._stepper = None
-        self.backend._cpu_debt += self._buffer_us
-        oldest = self.oldest_buffer_index
-        buffers = self.buffers
-        buf = buffers[oldest]
-        buffers[oldest] = INVALID_BUFFER
-        if oldest < self._overflow_slots:
-            buffers[self.queue_size + oldest] = INVALID_BUFFER
-        self.pinned_buffers -= 1
-        oldest += 1
-        if oldest == self.queue_size:
-            oldest = 0
-        self.oldest_buffer_index = oldest
-        self._stats.buffers_returned += 1
+        buf, oldest = self._hand_out_oldest()
         rng._current += 1
         self.pending_read_nblocks += 1
         if not self._start_pending_read() and (
@@ -1044,19 +1051,7 @@ class ReadStream:
         the consumer does in between changes this, other than a reset or next_block (which
         disarm it); the budget of pins is asked again by the start."""
         self._start_next = False
-        self.backend._cpu_debt += self._buffer_us
-        oldest = self.oldest_buffer_index
-        buffers = self.buffers
-        buf = buffers[oldest]
-        buffers[oldest] = INVALID_BUFFER
-        if oldest < self._overflow_slots:
-            buffers[self.queue_size + oldest] = INVALID_BUFFER
-        self.pinned_buffers -= 1
-        oldest += 1
-        if oldest == self.queue_size:
-            oldest = 0
-        self.oldest_buffer_index = oldest
-        self._stats.buffers_returned += 1
+        buf, oldest = self._hand_out_oldest()
         self._start_pending_read()
         self._after_step(oldest)
         return buf
