@@ -9,7 +9,6 @@ loop, on pools with mapped blocks inside the read, dirty and pinned buffers, a r
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -20,20 +19,9 @@ from reference_impl import Instance, NoUnpinnedBuffers, ReadBuffersOperation, Se
 from reference_impl.buffers.bufmgr import Backend
 from reference_impl.buffers.pool import BM_DIRTY, SWEEP_CHUNK, BufferPool
 from reference_impl.buffers.refcount import PrivateRefCount
+from tests.model._pool_state import pool_state, refcount_state
 
 # ------------------------------------------------------------------------------ private counts
-
-
-def _refcount_state(refs: PrivateRefCount) -> tuple[object, ...]:
-    """Everything observable of the private counts, dict insertion orders included."""
-    return (
-        list(refs.arr_buf),
-        list(refs.arr_cnt),
-        list(refs.pos.items()),
-        list(refs.ovf.items()),
-        refs.clock,
-        refs.reserved,
-    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -58,7 +46,7 @@ def test_pin_new_run_equals_single_pins(ops, n) -> None:
     for b in bufs:
         single.reserve()
         single.pin_new(b)
-    assert _refcount_state(batch) == _refcount_state(single)
+    assert refcount_state(batch) == refcount_state(single)
 
 
 def test_pin_new_run_from_a_full_array_orders_the_hash() -> None:
@@ -224,17 +212,7 @@ def _read_state(inst: Instance, be: Backend, buffers: list[int], result: object)
     return {
         "result": result,
         "buffers": list(buffers),
-        "tag": list(pool.tag),
-        "flags": bytes(pool.flags),
-        "usage": list(pool.usage),
-        "refcount": list(pool.refcount),
-        "mapping": list(pool.mapping.items()),
-        "freelist": list(pool.freelist),
-        "in_freelist": bytes(pool.in_freelist),
-        "clock": (pool.next_victim, pool.complete_passes, pool.num_allocs),
-        "refs": _refcount_state(be.refs),
-        "stats": asdict(be.stats),
-        "now": (inst.clock.now, be._cpu_debt),
+        **pool_state(inst, be),
         "wal": (pool.wal_insert_lsn, pool.wal_flushed_lsn),
     }
 

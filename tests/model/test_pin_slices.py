@@ -40,38 +40,9 @@ from reference_impl import (
 from reference_impl.buffers import bufmgr
 from reference_impl.buffers.bufmgr import Backend
 from reference_impl.buffers.pool import BM_DIRTY, BM_IO_ERROR, BM_VALID, BM_ZEROED
-from reference_impl.buffers.refcount import PrivateRefCount
+from tests.model._pool_state import pool_state, refcount_state
 
 # ------------------------------------------------------------------------------ helpers
-
-
-def _refcount_state(refs: PrivateRefCount) -> tuple[object, ...]:
-    """Everything observable of the private counts, dict insertion orders included."""
-    return (
-        list(refs.arr_buf),
-        list(refs.arr_cnt),
-        list(refs.pos.items()),
-        list(refs.ovf.items()),
-        refs.clock,
-        refs.reserved,
-    )
-
-
-def _pool_state(inst: Instance, be: Backend) -> dict[str, Any]:
-    pool = inst.pool
-    return {
-        "tag": list(pool.tag),
-        "flags": bytes(pool.flags),
-        "usage": list(pool.usage),
-        "refcount": list(pool.refcount),
-        "mapping": list(pool.mapping.items()),
-        "freelist": list(pool.freelist),
-        "in_freelist": bytes(pool.in_freelist),
-        "clock": (pool.next_victim, pool.complete_passes, pool.num_allocs),
-        "refs": _refcount_state(be.refs),
-        "stats": asdict(be.stats),
-        "now": (inst.clock.now, be._cpu_debt),
-    }
 
 
 @contextmanager
@@ -153,7 +124,7 @@ def _run_once(case: dict[str, Any], index: int = 3) -> dict[str, Any]:
         result: object = be._alloc_unmapped_run(tag, case["n"], buffers, index)
     except NoUnpinnedBuffers:
         result = "NoUnpinnedBuffers"
-    return {"result": result, "buffers": buffers, **_pool_state(inst, be)}
+    return {"result": result, "buffers": buffers, **pool_state(inst, be)}
 
 
 def _compare(case: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -396,9 +367,9 @@ def _scan_state(setup: dict[str, Any]) -> dict[str, Any]:
             elif kind == "release" and held:
                 be.release_buffer(held.pop(arg % len(held)))
         except NoUnpinnedBuffers:
-            return {"error": "NoUnpinnedBuffers", **_pool_state(inst, be)}
+            return {"error": "NoUnpinnedBuffers", **pool_state(inst, be)}
     log = [asdict(r) for r in be.stats.read_log or []]
-    return {"log": log, **_pool_state(inst, be)}
+    return {"log": log, **pool_state(inst, be)}
 
 
 _scans = st.fixed_dictionaries(
@@ -559,7 +530,7 @@ def _release_run(
             outcomes.append(str(exc))
     # A freed array slot's count is never read (the next entry there sets it): release_buffer
     # leaves it, PrivateRefCount.unpin zeroes it.
-    refs = _refcount_state(be.refs)
+    refs = refcount_state(be.refs)
     live = [c if b >= 0 else 0 for b, c in zip(be.refs.arr_buf, be.refs.arr_cnt)]
     return (refs[0], live, *refs[2:], list(pool.refcount), outcomes, obs.heard)
 
