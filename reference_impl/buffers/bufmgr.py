@@ -731,9 +731,10 @@ class Backend:
         :meth:`_alloc_unmapped_run`, which pins the misses as long as their victims are clean
         and the clock meets no pinned buffer, usually the whole read; or, with a ring not
         freed, through :meth:`_alloc_ring_run`, which does the same as long as the ring's
-        buffers can be reused and are clean. The loop goes on from there. In the loop, a block not in the pool is handled inline: a victim comes from the
-        strategy's ring (``GetBufferFromRing``) or the free list or the clock sweep
-        (``GetVictimBuffer`` → ``StrategyGetBuffer``), takes a private refcount entry
+        buffers can be reused and are clean. The loop goes on from there. In the loop, a block
+        not in the pool is handled inline: a victim comes from the strategy's ring
+        (``GetBufferFromRing``) or the free list or the clock sweep (``GetVictimBuffer`` →
+        ``StrategyGetBuffer``), takes a private refcount entry
         (``ReservePrivateRefCountEntry``, ``PinBuffer_Locked``), and the block is mapped to it
         (``BufferAlloc``). These are the steps of :meth:`pin_buffer_for_block` and
         :meth:`_get_victim_buffer` on the same state with the same results (only the reservation
