@@ -472,6 +472,85 @@ class Backend:
             self.refs.pin_new_run(buffers[index:j])
         return k, valid
 
+    def _alloc_ring_run(
+        self, strategy: BufferAccessStrategy, tag: int, n: int, buffers: list[int], index: int
+    ) -> tuple[int, int, int]:
+        """:meth:`_alloc_unmapped_run` for a read through ``strategy``'s ring (not freed): the
+        blocks from ``tag``, the first of which is not in the pool, up to ``n`` of them, as far
+        as each is not in the pool and its victim is clean: (blocks pinned, victims from the
+        ring that held a valid page, other victims that did), counted by the caller as reuses
+        and evictions.
+
+        The steps are those of :meth:`start_read_buffers`' loop for a miss with a ring, in the
+        same order, and a run can be done at once for :meth:`_alloc_unmapped_run`'s reasons:
+        reads due are completed once, before the first victim, as no victim here needs a write;
+        each victim is pinned and given usage 1 before the next one is chosen; the private
+        entries are taken afterwards for the whole run (:meth:`PrivateRefCount.pin_new_run`).
+        A victim is the ring's next slot's buffer if it can be reused (``GetBufferFromRing``:
+        unpinned, usage at most 1) and is clean; if the slot is empty or its buffer pinned,
+        :meth:`BufferPool.get_clean_victim_outside_ring`'s buffer, which takes the slot (as
+        :meth:`BufferPool.get_buffer_outside_ring` gives it). The run stops, leaving the ring's
+        position before the block, at a block in the pool, a dirty ring buffer (the loop writes
+        it or, if it needs a WAL flush, the BULKREAD ring rejects it), an outside search that
+        stops, and an unpinned ring buffer used more than once: a search outside the ring
+        decrements usage counts, and if it stopped, the loop would find that buffer reusable.
+        """
+        pool = self.pool
+        comps = pool._completions
+        if comps and comps[0][0] <= self.clock.now:
+            pool.poll()
+        mapping = pool.mapping
+        pool_tag = pool.tag
+        pool_flags = pool.flags
+        refcount = pool.refcount
+        usage = pool.usage
+        ring = strategy.buffers
+        size = strategy.nbuffers
+        cur = strategy.current
+        j = index  # the next slot of buffers
+        reused = evicted = 0
+        for t in range(tag, tag + n):
+            if t in mapping:
+                break
+            c = cur + 1
+            if c == size:
+                c = 0
+            b = ring[c]
+            if b >= 0 and not refcount[b]:
+                # GetBufferFromRing's usual case: the slot's buffer, unless it was used since.
+                if usage[b] > 1:
+                    break
+                f = pool_flags[b]
+                if f & BM_DIRTY:
+                    break
+                if f & BM_VALID:
+                    reused += 1
+            else:
+                # An empty slot, or a buffer somebody pins: StrategyGetBuffer's free list and
+                # clock sweep, whose buffer takes the slot (AddBufferToRing).
+                b = pool.get_clean_victim_outside_ring()  # counts its allocation
+                if b < 0:
+                    break
+                ring[c] = b
+                if pool_flags[b] & BM_VALID:
+                    evicted += 1
+            cur = c
+            refcount[b] = 1
+            usage[b] = 1
+            pool_flags[b] = 0
+            old = pool_tag[b]
+            if old >= 0:
+                del mapping[old]
+            mapping[t] = b
+            pool_tag[b] = t
+            buffers[j] = b
+            j += 1
+        strategy.current = cur
+        k = j - index
+        if k:
+            self.refs.pin_new_run(buffers[index:j])
+        return k, reused, evicted
+
     def _take_slot_run(self, tag: int, lo: int, m: int, buffers: list[int], j: int) -> tuple[int, int]:
         """The consecutive slots from ``lo`` as the victims of the blocks from ``tag``, up to
         ``m`` of them, in :meth:`_alloc_unmapped_run`'s loop's order, if all ``m`` are
@@ -648,12 +727,14 @@ class Backend:
 
         A one-block read with nothing forwarded is :meth:`pin_buffer_for_block` itself. Otherwise
         the blocks are pinned in one loop (``PinBufferForBlock`` for each, in order). A read
-        without a ring whose first block is a miss (and with nothing forwarded) first goes
-        through :meth:`_alloc_unmapped_run`, which pins the misses as long as their victims are
-        clean and the clock meets no pinned buffer, usually the whole read; the loop goes on
-        from there. In the loop, a block not in the pool is handled inline: a victim comes from the
-        strategy's ring (``GetBufferFromRing``) or the free list or the clock sweep
-        (``GetVictimBuffer`` → ``StrategyGetBuffer``), takes a private refcount entry
+        whose first block is a miss (and with nothing forwarded) first goes through
+        :meth:`_alloc_unmapped_run`, which pins the misses as long as their victims are clean
+        and the clock meets no pinned buffer, usually the whole read; or, with a ring not
+        freed, through :meth:`_alloc_ring_run`, which does the same as long as the ring's
+        buffers can be reused and are clean. The loop goes on from there. In the loop, a block
+        not in the pool is handled inline: a victim comes from the strategy's ring
+        (``GetBufferFromRing``) or the free list or the clock sweep (``GetVictimBuffer`` →
+        ``StrategyGetBuffer``), takes a private refcount entry
         (``ReservePrivateRefCountEntry``, ``PinBuffer_Locked``), and the block is mapped to it
         (``BufferAlloc``). These are the steps of :meth:`pin_buffer_for_block` and
         :meth:`_get_victim_buffer` on the same state with the same results (only the reservation
@@ -694,23 +775,29 @@ class Backend:
         # and nothing the loop calls reads them).
         allocs = fetched = evicted = reused = 0
         if (
-            strategy is None
-            and nblocks > 1
+            nblocks > 1
             and tag not in self.pool.mapping
+            and (strategy is None or not strategy.freed)
             and (not allow_forwarding or buffers[index : index + nblocks].count(INVALID_BUFFER) == nblocks)
         ):
             # A miss on the first block caps the read at the segment boundary. The misses from
             # there, as far as their victims are clean and the clock meets no pinned buffer, go
-            # through _alloc_unmapped_run; the loop below goes on from the first block not done.
+            # through _alloc_unmapped_run, or with a ring _alloc_ring_run; the loop below goes
+            # on from the first block not done.
             maxcombine = RELSEG_SIZE - blocknum % RELSEG_SIZE
             if maxcombine < actual:
                 actual = maxcombine
-            i, evicted = self._alloc_unmapped_run(tag, actual, buffers, index)
+            if strategy is None:
+                i, evicted = self._alloc_unmapped_run(tag, actual, buffers, index)
+            else:
+                i, reused, evicted = self._alloc_ring_run(strategy, tag, actual, buffers, index)
             misses = fetched = i
             if i == actual:
                 relstats.blks_fetched += fetched
                 if evicted:
                     self.stats.io[op.context].evictions += evicted
+                if reused:
+                    self.stats.io[op.context].reuses += reused
                 return self._read_pinned_buffers(op, buffers, index, blocknum, actual, flags, 0, misses)
         context = op.context
         pool = self.pool
