@@ -19,7 +19,7 @@ from reference_impl import Instance, NoUnpinnedBuffers, ReadBuffersOperation, Se
 from reference_impl.buffers.bufmgr import Backend
 from reference_impl.buffers.pool import BM_DIRTY, SWEEP_CHUNK, BufferPool
 from reference_impl.buffers.refcount import PrivateRefCount
-from tests.model._pool_state import pool_state, refcount_state
+from tests.model._pools import pool_state, refcount_state
 
 # ------------------------------------------------------------------------------ private counts
 

@@ -34,8 +34,7 @@ from reference_impl.buffers.bufmgr import Backend
 from reference_impl.buffers.pool import BM_DIRTY, BM_VALID
 from reference_impl.buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_strategy
 from reference_impl.scans import run_scan
-
-from .test_pin_slices import _Buf, _buf, _clean_pool, _mutant, _pool_state, _pools, _setup_pool, _with
+from tests.model._pools import _Buf, _buf, _clean_pool, _mutant, _pools, _setup_pool, _with, pool_state
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -70,7 +69,7 @@ def _ring_state(inst: Instance, be: Backend, strategy: BufferAccessStrategy) -> 
     return {
         "ring": (list(strategy.buffers), strategy.current, strategy.uses_after_free),
         "wal": (pool.wal_insert_lsn, pool.wal_flushed_lsn, list(pool.page_lsn)),
-        **_pool_state(inst, be),
+        **pool_state(inst, be),
     }
 
 
@@ -466,7 +465,7 @@ def test_a_seqscan_with_a_small_pool_reads_its_ring_in_runs() -> None:
         rel = inst.create_relation("t", 6000)
         be = inst.backend()
         results = [run_scan("seqscan", be, rel), run_scan("seqscan", be, rel)]
-        return repr(results), _pool_state(inst, be)
+        return repr(results), pool_state(inst, be)
 
     with pytest.MonkeyPatch.context() as mp:
         spy = _Spy(mp)
