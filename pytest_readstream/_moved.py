@@ -36,6 +36,7 @@ def new_name(old: str) -> str | None:
 class _AliasLoader(importlib.abc.Loader):
     def __init__(self, target: str) -> None:
         self._target = target
+        self._target_spec: importlib.machinery.ModuleSpec | None = None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         warnings.warn(
@@ -43,11 +44,17 @@ class _AliasLoader(importlib.abc.Loader):
             DeprecationWarning,
             stacklevel=2,
         )
-        return importlib.import_module(self._target)
+        module = importlib.import_module(self._target)
+        self._target_spec = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        # The module is the already-executed new one; nothing to run again.
-        return None
+        # The module is the already-executed new one; nothing to run again. The import system
+        # has just set its __spec__ to the old name's (with this loader, which has no resource
+        # reader): give it back its own, or importlib.resources could no longer open the
+        # package's data files (the probe's C sources) for the rest of the process.
+        if self._target_spec is not None:
+            module.__spec__ = self._target_spec
 
 
 class _MovedModuleFinder(importlib.abc.MetaPathFinder):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.resources
 import re
 import sys
 import warnings
@@ -117,6 +118,21 @@ def test_old_module_names_warn_and_give_the_new_module(old: str, new: str) -> No
     assert any(f"{old} has moved to {new}" in str(w.message) for w in record)
     assert module is importlib.import_module(new)
     sys.modules.pop(old, None)
+
+
+def test_an_old_name_leaves_the_new_package_its_spec_and_data_files() -> None:
+    # Imported through the old name, the package once kept the old name's spec (a loader with no
+    # resource reader): importlib.resources then failed to open the probe's C sources ("Can't
+    # open orphan path") in whichever pytest worker had run this file's tests first.
+    sys.modules.pop("pytest_readstream._pg", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        importlib.import_module("pytest_readstream._pg")
+    new = importlib.import_module("pytest_readstream.postgres")
+    assert new.__spec__ is not None and new.__spec__.name == "pytest_readstream.postgres"
+    text = importlib.resources.files("pytest_readstream.postgres").joinpath("probe", "rsprobe.c").read_text()
+    assert "read_stream" in text
+    sys.modules.pop("pytest_readstream._pg", None)
 
 
 def test_old_package_gives_its_public_names() -> None:
