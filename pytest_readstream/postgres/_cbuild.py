@@ -31,7 +31,14 @@ from pathlib import Path
 from ._filelock import exclusive_lock
 from .errors import PgNotAvailable
 
-__all__ = ["CBuildUnavailable", "ServerHeaders", "build_shared_object", "find_compiler", "server_headers"]
+__all__ = [
+    "CBuildUnavailable",
+    "ServerHeaders",
+    "build_shared_object",
+    "find_compiler",
+    "package_text",
+    "server_headers",
+]
 
 # Flags for every object: position-independent, optimised, and the warnings PostgreSQL's own
 # build treats as errors that every supported compiler knows.
@@ -113,6 +120,16 @@ def _compiler_identity(cc: str) -> str:
     if proc.returncode != 0:
         raise CBuildUnavailable(f"the C compiler {cc!r} does not run: {proc.stderr.strip()[:200]}")
     return proc.stdout.splitlines()[0] if proc.stdout else cc
+
+
+def package_text(directory: str, name: str) -> str:
+    """A source file shipped in this package's ``directory`` (``probe``, ``traced``, ``interpose``).
+
+    Read next to this module, whatever loader the package has: the compiler needs the sources
+    as real files anyway, and ``importlib.resources`` depends on the loader (a package reached
+    through an old, moved name once kept a loader with no resource reader, see ``_moved``).
+    """
+    return (Path(__file__).resolve().parent / directory / name).read_text(encoding="utf-8")
 
 
 def build_root() -> Path:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ._cbuild import build_shared_object
+from ._cbuild import build_shared_object, package_text
 from .errors import PgHarnessError, PgNotAvailable
 
 __all__ = [
@@ -146,10 +146,7 @@ def interposer_library() -> Path:
 
     It needs no PostgreSQL headers: it only wraps libc calls, so it builds for any server.
     """
-    # Next to this module, not through importlib.resources: a package reached through an old,
-    # moved name (``_moved``) has a loader without a resource reader.
-    pkg = Path(__file__).resolve().parent / "interpose"
-    sources = {name: (pkg / name).read_text(encoding="utf-8") for name in ("rsinterpose.c", "rsinterpose.h")}
+    sources = {name: package_text("interpose", name) for name in ("rsinterpose.c", "rsinterpose.h")}
     return build_shared_object("rsinterpose", sources, libraries=("m", "dl"))
 
 

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-from ._cbuild import CBuildUnavailable, build_shared_object, server_headers
+from ._cbuild import CBuildUnavailable, build_shared_object, package_text, server_headers
 
 __all__ = ["PROBE_NAME", "ProbeInstall", "build_probe", "probe_sources"]
 
@@ -61,13 +60,11 @@ class ProbeInstall:
 
 def probe_sources() -> dict[str, str]:
     """The probe's C sources as shipped in the package (file name -> text)."""
-    pkg = resources.files(__package__) / "probe"
-    return {name: (pkg / name).read_text() for name in _PACKAGE_FILES}
+    return {name: package_text("probe", name) for name in _PACKAGE_FILES}
 
 
 def _extension_texts() -> dict[str, str]:
-    pkg = resources.files(__package__) / "probe"
-    return {name: (pkg / name).read_text() for name in _EXTENSION_FILES}
+    return {name: package_text("probe", name) for name in _EXTENSION_FILES}
 
 
 def build_probe(

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ._cbuild import ServerHeaders, build_shared_object, server_headers
+from ._cbuild import ServerHeaders, build_shared_object, package_text, server_headers
 from .pgsource import READ_STREAM_C
 from .traced_copy import traced_copy_sources
 
@@ -61,15 +61,9 @@ class TraceEvent:
         return asdict(self)
 
 
-def _package_text(*parts: str) -> str:
-    # By file path, not importlib.resources: after a test imports the package under an old name
-    # (the moved-name hook), resources.files() hands back an adapter that cannot open data files.
-    return Path(__file__).parent.joinpath(*parts).read_text()
-
-
 def trace_header() -> str:
     """The probe's ``rsprobe_trace.h`` (the trace event the copy records)."""
-    return _package_text("probe", "rsprobe_trace.h")
+    return package_text("probe", "rsprobe_trace.h")
 
 
 def build_traced_scan(
@@ -84,7 +78,7 @@ def build_traced_scan(
     headers = headers or server_headers(bindir)
     sources = traced_copy_sources((Path(source_tree) / READ_STREAM_C).read_text(), mutant=mutant)
     sources["rsprobe_trace.h"] = trace_header()
-    sources["rsp_traced_scan.c"] = _package_text("traced", "rsp_traced_scan.c")
+    sources["rsp_traced_scan.c"] = package_text("traced", "rsp_traced_scan.c")
     return build_shared_object(
         "rsp_traced_scan", sources, headers=headers, extra_cflags=("-fvisibility=hidden",)
     )
