@@ -1,12 +1,14 @@
 """How fast and how small the model is (``readstream bench model``), with an optional profile.
 
-Usage: ``python bench/model.py [--json PATH] [--nblocks N] [--rounds N] [--rss-blocks N] [--profile] [--opcodes]``
+Usage: ``python bench/model.py [--json PATH] [--nblocks N] [--rounds N] [--rss-blocks N] [--profile] [--opcodes] [--bounds]``
 
 Prints the model's CPU time per block of a streamed all-miss sequential scan, a bare pin/unpin
 loop's, their ratio, blocks per second, and the peak RSS of simulating a 64 GiB scan (in a
 subprocess). ``--profile`` adds the model's hot spots (cProfile, own time per function);
 ``--opcodes`` the bytecode instructions per block of each side, by function (exact, whatever
-the machine's load).
+the machine's load); ``--bounds`` times, in the same rounds, scans that do less than the model
+(a floor of the buffer pool's per-block work, a fused lane of the read path, and the lane
+without each of three obligations): how low the ratio can go.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import sys
 
 from pytest_readstream._cli_args import non_negative_int, output_problem, positive_int
+from pytest_readstream.bench.bounds import run_bounds_benchmark
 from pytest_readstream.bench.model import (
     RSS_BLOCKS_64GIB,
     count_opcodes,
@@ -38,6 +41,9 @@ def main() -> int:
     )
     p.add_argument("--profile", action="store_true", help="print the model's hot spots")
     p.add_argument("--opcodes", action="store_true", help="print bytecode instructions per block")
+    p.add_argument(
+        "--bounds", action="store_true", help="time a floor and a fused lane against the bare loop"
+    )
     args = p.parse_args()
     if problem := output_problem("--json", args.json):
         p.error(problem)
@@ -50,6 +56,9 @@ def main() -> int:
     if args.opcodes:
         print()
         print(format_opcodes(count_opcodes()))
+    if args.bounds:
+        print()
+        run_bounds_benchmark(nblocks=args.nblocks, rounds=args.rounds)
     return 0
 
 

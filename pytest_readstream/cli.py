@@ -8,7 +8,7 @@ Subcommands::
     readstream trace    --scan NAME (--nblocks N | --relation SHAPE) [--setting NAME=VALUE ...]
                         [--device PROFILE] [--cached-fraction F] [--seed S] [--unstreamed]
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
-    readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH] [--profile] [--opcodes]
+    readstream bench    seeds [--json PATH] [--plot DIR] | model [--json PATH] [--profile] [--opcodes] [--bounds]
     readstream bench    seeds --server [--table KEY] [--repeats R] [--scale F] [--json PATH] [--markdown PATH]
     readstream oracle   [--pg-dsn URI] [--pg-bindir DIR] [--json PATH] [--only SUBSTRING]
     readstream oracle --timing [--latency US] [--scan NAME] [--nblocks N] [--repeats R] [--direct]
@@ -369,6 +369,11 @@ def _cmd_bench(argv: Sequence[str]) -> int:
         action="store_true",
         help="also count bytecode instructions per block (exact, whatever the machine's load)",
     )
+    model.add_argument(
+        "--bounds",
+        action="store_true",
+        help="also time scans that do less than the model (a floor, a fused lane): how low the ratio can go",
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
     if args.what == "seeds" and args.server:
@@ -409,6 +414,11 @@ def _cmd_bench(argv: Sequence[str]) -> int:
     figures = run_model_benchmark(json_path=None)
     if args.opcodes:
         figures["opcodes"] = count_opcodes()
+    if args.bounds:
+        from .bench.bounds import run_bounds_benchmark
+
+        print()
+        figures["bounds"] = run_bounds_benchmark()
     _write_json(args.json, figures)
     if args.profile:
         print()
