@@ -40,6 +40,7 @@ import statistics
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from reference_impl import Instance, Settings
@@ -60,6 +61,17 @@ LANE_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
     "lane without accounting": (True, True, False),
     "lane without all three": (False, False, False),
 }
+
+
+def _consume(next_buffer: Callable[[], int], release: Callable[[int], None]) -> float:
+    """The benchmark's consumer (``bench.model.model_scan``'s loop): CPU seconds until the end."""
+    t0 = time.process_time()
+    while True:
+        buf = next_buffer()
+        if buf < 0:
+            break
+        release(buf)
+    return time.process_time() - t0
 
 
 # ---------------------------------------------------------------------------------- the floor
@@ -142,15 +154,7 @@ def floor_scan(nblocks: int) -> float:
     """Seconds (CPU) for the floor's scan of ``nblocks`` blocks."""
     backend = _FloorBackend()
     stream = _FloorStream(backend, 16384 << 34, nblocks)
-    next_buffer = stream.next_buffer
-    release = backend.release_buffer
-    t0 = time.process_time()
-    while True:
-        buf = next_buffer()
-        if buf < 0:
-            break
-        release(buf)
-    elapsed = time.process_time() - t0
+    elapsed = _consume(stream.next_buffer, backend.release_buffer)
     if backend.private or len(backend.mapping) != min(nblocks, _NBUFFERS):
         raise RuntimeError("the floor's scan left pins behind or did not map every block")
     return elapsed
@@ -415,15 +419,9 @@ def run_lane(
     lane = _FusedLane(
         backend, rel, nblocks, timetable=timetable, private_refcount=private_refcount, accounting=accounting
     )
-    next_buffer = lane.next_buffer
-    release = backend.release_buffer if private_refcount else lane.release_unarrayed
-    t0 = time.process_time()
-    while True:
-        buf = next_buffer()
-        if buf < 0:
-            break
-        release(buf)
-    elapsed = time.process_time() - t0
+    elapsed = _consume(
+        lane.next_buffer, backend.release_buffer if private_refcount else lane.release_unarrayed
+    )
     if backend.pool.refcount.count(0) != backend.pool.nbuffers or lane.next_block != nblocks:
         raise RuntimeError("the fused lane's scan left pins behind or did not read every block")
     return backend, elapsed

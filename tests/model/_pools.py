@@ -1,6 +1,6 @@
 """Helpers of the pin fast-path tests (``test_pin_slices``, ``test_ring_runs``): pools set up in a
-given state, random ones, their whole state to compare, and planted bugs (a method compiled
-from its source with one slip)."""
+given state, random ones, their whole state to compare, a run with planted bugs patched in (a
+method compiled from its source with one slip)."""
 
 from __future__ import annotations
 import __future__
@@ -10,8 +10,9 @@ import textwrap
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
+import pytest
 from hypothesis import strategies as st
 
 from reference_impl import ForkNumber, Instance, Settings
@@ -152,6 +153,25 @@ def _pools(draw: st.DrawFn) -> dict[str, Any]:
         "start": draw(st.integers(0, 300)),
         "n": draw(st.integers(1, 40)),
     }
+
+
+_T = TypeVar("_T")
+_S = TypeVar("_S")
+
+
+def run_patched(
+    run: Callable[[], _T], patches: dict[str, Callable[..., Any]], spy: Callable[[pytest.MonkeyPatch], _S]
+) -> tuple[_T | Exception, _S]:
+    """``run()`` with ``patches`` set on ``Backend`` and ``spy(mp)`` watching the fast path:
+    (its result, or the exception a planted bug raised; the spy)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for attr, value in patches.items():
+            mp.setattr(Backend, attr, value)
+        watcher = spy(mp)
+        try:
+            return run(), watcher
+        except Exception as exc:  # a planted bug may crash
+            return exc, watcher
 
 
 def _mutant(cls: type, name: str, old: str, new: str) -> Callable[..., Any]:

@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
 import pytest
@@ -45,6 +46,7 @@ from tests.model._pools import (
     _with,
     pool_state,
     refcount_state,
+    run_patched,
 )
 
 # ------------------------------------------------------------------------------ helpers
@@ -179,15 +181,10 @@ def _named_case_failures(patches: dict[str, Callable[..., Any]]) -> list[str]:
     for name, case in CASES.items():
         with _per_block():
             slow = _run_once(case)
-        with pytest.MonkeyPatch.context() as mp:
-            for attr, value in patches.items():
-                mp.setattr(Backend, attr, value)
-            spy = _Spy(mp)
-            try:
-                fast = _run_once(case)
-            except Exception as exc:  # a planted bug may crash
-                failures.append(f"{name}: {type(exc).__name__}")
-                continue
+        fast, spy = run_patched(partial(_run_once, case), patches, _Spy)
+        if isinstance(fast, Exception):
+            failures.append(f"{name}: {type(fast).__name__}")
+            continue
         if fast != slow:
             failures.append(f"{name}: differs")
         if (spy.taken > 0) != (name in _TAKEN):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
 import pytest
@@ -34,7 +35,17 @@ from reference_impl.buffers.bufmgr import Backend
 from reference_impl.buffers.pool import BM_DIRTY, BM_VALID
 from reference_impl.buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_strategy
 from reference_impl.scans import run_scan
-from tests.model._pools import _Buf, _buf, _clean_pool, _mutant, _pools, _setup_pool, _with, pool_state
+from tests.model._pools import (
+    _Buf,
+    _buf,
+    _clean_pool,
+    _mutant,
+    _pools,
+    _setup_pool,
+    _with,
+    pool_state,
+    run_patched,
+)
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -211,15 +222,10 @@ def _named_case_failures(patches: dict[str, Callable[..., Any]]) -> list[str]:
     for name, (case, expected) in CASES.items():
         with _per_block():
             slow = _run_read(case)
-        with pytest.MonkeyPatch.context() as mp:
-            for attr, value in patches.items():
-                mp.setattr(Backend, attr, value)
-            spy = _Spy(mp)
-            try:
-                fast = _run_read(case)
-            except Exception as exc:  # a planted bug may crash
-                failures.append(f"{name}: {type(exc).__name__}")
-                continue
+        fast, spy = run_patched(partial(_run_read, case), patches, _Spy)
+        if isinstance(fast, Exception):
+            failures.append(f"{name}: {type(fast).__name__}")
+            continue
         if fast != slow:
             failures.append(f"{name}: differs")
         if spy.taken != expected:
@@ -271,14 +277,9 @@ def _in_flight_failures(patches: dict[str, Callable[..., Any]]) -> list[str]:
     run takes whole."""
     with _per_block():
         slow = _in_flight_state()
-    with pytest.MonkeyPatch.context() as mp:
-        for attr, value in patches.items():
-            mp.setattr(Backend, attr, value)
-        spy = _Spy(mp)
-        try:
-            fast = _in_flight_state()
-        except Exception as exc:  # a planted bug may crash
-            return [f"read in flight: {type(exc).__name__}"]
+    fast, spy = run_patched(_in_flight_state, patches, _Spy)
+    if isinstance(fast, Exception):
+        return [f"read in flight: {type(fast).__name__}"]
     failures = [] if fast == slow else ["read in flight: differs"]
     if spy.taken != 16:
         failures.append(f"read in flight: {spy.taken} blocks taken by the run, not 16")
