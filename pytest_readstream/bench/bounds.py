@@ -192,7 +192,6 @@ class _FusedLane:
         self.completions: list[tuple[int, int, int, int]] = []
         self.seq = 0
         self.pinned = 0
-        self.returned = 0
         self.ios_started = 0
         self.waits = 0
         self.wait_us = 0
@@ -205,7 +204,7 @@ class _FusedLane:
         self.alloc_us = costs.buffer_alloc_us
         self.submit_us = costs.io_submit_us
         self.complete_us = costs.io_complete_us
-        self.buffer_us = 0.5  # the stream's own CPU per buffer handed out
+        self.buffer_us = costs.stream_buffer_us  # the stream's own CPU per buffer handed out
         self.worker = backend.io_method
         self.device = backend.storage.device
 

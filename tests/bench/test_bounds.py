@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import asdict
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_readstream.bench.bounds import (
     LANE_VARIANTS,
+    _FusedLane,
     floor_scan,
     format_bounds,
     run_bounds_benchmark,
@@ -20,11 +25,14 @@ from pytest_readstream.bench.bounds import (
 )
 from reference_impl import (
     BlockRangeReadStreamPrivate,
+    ForkNumber,
     Instance,
     Settings,
     begin_stream,
     block_range_read_stream_cb,
 )
+from reference_impl.buffers.bufmgr import Backend
+from reference_impl.buffers.pool import InflightIO
 
 
 def _model_backend(nblocks: int):  # type: ignore[no-untyped-def]
@@ -67,6 +75,100 @@ def test_the_lane_leaves_the_pool_the_model_leaves(nblocks: int) -> None:
     # The lane's reads go through the device's timetable as the model's do (the model's stream
     # starts with shorter reads while its distance grows, so the counts of reads differ).
     assert lane.storage.device.stats.read_blocks == model.storage.device.stats.read_blocks == nblocks
+
+
+@pytest.mark.parametrize("device", ["nvme", "hdd"])  # hdd: one channel, a sequential latency
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 400), st.booleans(), st.integers(0, 2000), st.integers(1, 16)),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_the_lanes_issue_is_the_models_worker_and_device(
+    device: str, reads: list[tuple[int, bool, int, int]]
+) -> None:
+    """The lane's inline ``pgaio_worker_submit`` → ``smgrreadv`` → device path gives each read
+    the completion time the model's own ``WorkerIOMethod.issue`` gives it, and leaves the worker
+    queue and the device's timetable as the model's does, for reads at random times, each
+    continuing the previous one (the device's sequential latency) or anywhere."""
+    lane_be, lane_rel = _benchmark_backend(4000, device)
+    lane = _FusedLane(lane_be, lane_rel, 4000, timetable=True, private_refcount=True, accounting=True)
+    model_be, model_rel = _benchmark_backend(4000, device)
+    end = 0
+    for gap, sequential, anywhere, n in reads:
+        start = end if sequential else anywhere
+        end = start + n
+        lane_be.clock.now += gap
+        model_be.clock.now += gap
+        done = lane._issue(lane_be.clock.now, start, n)
+        ioh = InflightIO(
+            model_be.id, model_rel, ForkNumber.MAIN, start, list(range(n)), "normal", False, False, False
+        )
+        model_be.io_method.issue(model_be.clock.now, ioh, False)
+        assert done == ioh.complete_at
+    assert _io_state(lane_be) == _io_state(model_be)
+
+
+def _benchmark_backend(nblocks: int, device: str = "nvme"):  # type: ignore[no-untyped-def]
+    inst = Instance(Settings(io_method="worker", debug_io_direct="data"), device=device, record_reads=False)
+    return inst.backend(), inst.create_relation("bench", nblocks)
+
+
+def _io_state(be) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    worker = be.io_method
+    device = be.storage.device
+    return {
+        "worker": (list(worker._free), list(worker._queued), worker.dispatched, worker.ios),
+        "device": (
+            list(device._svc_start),
+            list(device._svc_end),
+            list(device._bus_start),
+            list(device._bus_end),
+            list(device._channels),
+            device._dense_from,
+            dict(device._last_end),
+            asdict(device.stats),
+        ),
+    }
+
+
+def test_the_lane_charges_the_models_cpu() -> None:
+    """Through ``Backend.cpu`` the lane charges what the model's steady state charges: each
+    16-block read's allocations, its submission, its completion."""
+    charged: dict[str, set[float]] = {"lane": set(), "model": set()}
+    for who in charged:
+        with pytest.MonkeyPatch.context() as mp:
+            real = Backend.cpu
+
+            def cpu(be: Backend, us: float, seen: set[float] = charged[who], real: Any = real) -> None:
+                seen.add(us)
+                real(be, us)
+
+            mp.setattr(Backend, "cpu", cpu)
+            if who == "lane":
+                run_lane(20_000)
+            else:
+                _model_backend(20_000)
+    be, _ = _benchmark_backend(10)
+    costs = be.costs
+    expected = {16 * costs.buffer_alloc_us, costs.io_submit_us, costs.io_complete_us}
+    assert expected <= charged["model"]
+    assert charged["lane"] == expected  # 20,000 blocks: whole reads only
+
+
+def test_the_lane_keeps_the_models_time_and_counts() -> None:
+    """The lane's simulated time trails the model's by the same amount however long the scan
+    (the stream's start-up, whose first reads are shorter), and it counts the same evictions."""
+    gaps = set()
+    for nblocks in (1000, 20_000, 50_000):
+        lane, _ = run_lane(nblocks)
+        model = _model_backend(nblocks)
+        gaps.add(model.clock.now - lane.clock.now)
+        assert lane.stats.io["normal"].evictions == model.stats.io["normal"].evictions
+        assert lane.stats.io["normal"].reads <= model.stats.io["normal"].reads
+    assert len(gaps) == 1 and 0 < gaps.pop() < 1000
 
 
 def test_each_variant_drops_what_it_names() -> None:
