@@ -24,7 +24,9 @@ which is why an amcheck walk in logical order reads blocks out of ascending orde
 bulk delete reads them physically. ``layout`` reproduces that allocation exactly for a given
 number of leaves and inner fan-out. The build fills every leaf to its fill factor
 (``keys_per_leaf`` keys: 366 int4 keys at the default 90 %) and leaves the remainder on the
-rightmost leaf, as a PostgreSQL 18.6 server's ``CREATE INDEX`` does (measured by the oracle);
+rightmost leaf, which has no high key and so takes up to one key more (367), as a PostgreSQL
+18.6 server's ``CREATE INDEX`` does (measured by the oracle and ``bt_page_stats``); an explicit
+``keys_per_leaf`` fills every leaf, the rightmost included, to that many keys;
 an explicit ``leaf_pages`` spreads the keys evenly instead (leaf *j* of *L* holds ranks
 ``⌊jT/L⌋ .. ⌊(j+1)T/L⌋ − 1``).
 
@@ -150,8 +152,15 @@ class BTreeContent(IndexContent):
         else:
             if spec.leaf_pages is not None:
                 nleaves = spec.leaf_pages
-            else:
+            elif spec.keys_per_leaf is not None:
                 nleaves = -(-total // self.keys_per_leaf) if total else 0
+            else:
+                # _bt_buildadd finishes a leaf when the next item finds less than the fill
+                # factor's free space, and moves its last item to the next leaf (the old leaf's
+                # high key is a copy of it); the rightmost leaf is never finished that way and
+                # has no high key, so it keeps one key more: 366, 366, ..., up to 367 int4 keys
+                # (1,099 keys take 3 leaves on 18.6, not 4).
+                nleaves = -(-(total - 1) // self.keys_per_leaf) if total > 1 else total
             if spec.levels is not None:
                 fanout = self._fanout_for_levels(nleaves, spec.levels, fanout)
             levels = nbtsort_layout(nleaves, fanout)

@@ -305,6 +305,29 @@ def test_random_specs_build_exactly(impl: PostgresImplementation, spec: Relation
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("keys", [367, 1099])
+def test_the_rightmost_btree_leaf_takes_one_key_more(impl: PostgresImplementation, keys: int) -> None:
+    """A random spec (seed 130 of ``test_random_specs_build_exactly``) once found the model one
+    leaf over: ``CREATE INDEX`` keeps 366 int4 keys on each leaf but the rightmost, which has
+    no high key and takes 367, so 367 keys fit one leaf and 1,099 three."""
+    impl.release_pins()
+    spec = RelationSpec(
+        name="r",
+        nblocks=keys,
+        tuples_per_page=1,
+        tuple_width=5,
+        vacuumed=True,
+        indexes=(IndexSpec("btree"),),
+        seed=130,
+    )
+    assert model_layout(spec).index_sizes["r_btree"] == (2 if keys == 367 else 5)
+    built = build_relation_on_server(impl.database, spec)  # raises LayoutMismatch on any difference
+    built.release_pin()
+    with impl.server.connect(impl.database.name) as conn:
+        conn.execute(f"DROP TABLE {built.table}")
+
+
+@pytest.mark.postgres
 def test_verification_finds_a_changed_relation(impl: PostgresImplementation) -> None:
     impl.release_pins()
     spec = RelationSpec(

@@ -21,6 +21,7 @@ from reference_impl.relations import IndexSpec, RelationSpec, build_relation, nb
 from reference_impl.relations.btree import BTreeContent
 from reference_impl.relations.btree_build import (
     POSTING_MAX_BYTES,
+    build_btree,
     leaf_page_starts,
     posting_items,
     sized_inner_levels,
@@ -209,6 +210,23 @@ def test_unique_keys_fill_leaves_as_the_arithmetic_layout_does() -> None:
     ).index_content()
     assert isinstance(plain, BTreeContent)
     assert plain.nblocks == _btree(("mul", -1), 885).nblocks == 551
+
+
+@pytest.mark.parametrize(
+    "total", [1, 2, 365, 366, 367, 368, 732, 733, 734, 735, 1098, 1099, 1100, 3661, 3662]
+)
+def test_unique_key_leaves_at_every_boundary(total: int) -> None:
+    """The closed form gives the leaves the tuple-by-tuple build gives, at each boundary: every
+    leaf but the rightmost keeps 366 keys, and the rightmost, with no high key, up to 367
+    (1,099 keys take 3 leaves on 18.6; the closed form once gave 4)."""
+    spec = RelationSpec(name="b", nblocks=total, tuples_per_page=1, indexes=(IndexSpec("btree"),))
+    bt = build_relation(Instance(), spec).index_content()
+    assert isinstance(bt, BTreeContent) and bt.build is None
+    replayed = build_btree(np.arange(total, dtype=np.int64), 4, deduplicate=True)
+    closed = [bt.leaf_ranks(pos)[1] for pos in range(bt.nleaves)]
+    assert closed == np.diff(replayed.leaf_first_rank).tolist()
+    assert bt.nblocks == 1 + sum(len(level) for level in replayed.levels)
+    assert [bt.leaf_of_rank(r) for r in (0, total - 1)] == [0, bt.nleaves - 1]
 
 
 @settings(max_examples=30, deadline=None)
