@@ -185,6 +185,8 @@ def model_layout(spec: Any) -> ModelLayout:
         positions = permuted[0].entries.ascending_positions(np.arange(total, dtype=np.int64))
         keys = np.empty(total, dtype=np.int64)
         keys[positions] = np.arange(total, dtype=np.int64)
+    for name, rel in built.indexes.items():
+        _check_hash_build(spec, name, rel.content)
     forks = {str(f.name).lower(): size for f, size in heap_fork_sizes(spec).items()}
     return ModelLayout(
         spec=spec,
@@ -198,6 +200,25 @@ def model_layout(spec: Any) -> ModelLayout:
         index_sizes={name: rel.nblocks() for name, rel in built.indexes.items()},
         fork_sizes=forks,
         content=content,
+    )
+
+
+def _check_hash_build(spec: Any, name: str, content: Any) -> None:
+    """Refuse a hash index whose ``CREATE INDEX`` would split buckets as it inserts: the model
+    lays out a build without splits (``layout.hash_build_splits``)."""
+    from reference_impl.relations.layout import HASH_DEFAULT_FFACTOR, hash_build_splits, hash_initial_buckets
+
+    if content.kind != "hash" or content.spec.buckets is not None:
+        return
+    total = content.entries.total
+    if not hash_build_splits(total):
+        return
+    buckets = hash_initial_buckets(total)
+    raise UnsupportedLayout(
+        f"RelationSpec {spec.name!r}: hash index {name} has {total} entries, more than "
+        f"{HASH_DEFAULT_FFACTOR} x its {buckets} initial buckets, so CREATE INDEX splits buckets "
+        "while it inserts, which the model does not lay out; allowed: at most "
+        f"{HASH_DEFAULT_FFACTOR * buckets} or at least {HASH_DEFAULT_FFACTOR * (buckets + 1)} entries"
     )
 
 

@@ -25,7 +25,11 @@ INDEX`` makes (``hashbuild`` inserts in heap order below its sort threshold of
 ``maintenance_work_mem`` in blocks): a page takes ``HASH_ITEMS_PER_PAGE`` int4 entries
 (``PageGetFreeSpace`` must leave room for one more 16-byte tuple), the entry that finds its
 bucket's last page full makes ``_hash_addovflpage`` allocate the next overflow block (the first
-free bitmap bit), and each chain page holds its bucket's entries in insertion order.
+free bitmap bit), and each chain page holds its bucket's entries in insertion order. This is
+the layout of a build that does not split: with more entries than 307 times the buckets
+``_hash_init`` sizes (``layout.hash_build_splits``, e.g. 615 to 920 entries for 2 buckets),
+``CREATE INDEX`` splits buckets while it inserts, which is not modelled (the server builder
+refuses such a spec).
 """
 
 from __future__ import annotations

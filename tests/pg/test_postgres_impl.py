@@ -327,6 +327,48 @@ def test_the_rightmost_btree_leaf_takes_one_key_more(impl: PostgresImplementatio
         conn.execute(f"DROP TABLE {built.table}")
 
 
+def _hash_rows(rows: int) -> RelationSpec:
+    return RelationSpec(
+        name="x",
+        nblocks=rows,
+        tuples_per_page=1,
+        tuple_width=5,
+        vacuumed=True,
+        indexes=(IndexSpec("hash", key_hash="hashint4", overflow="build"),),
+        seed=3,
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "allowed"),
+    [(615, "614 or at least 921"), (920, "614 or at least 921"), (1229, "1228 or at least 1535")],
+)
+def test_a_hash_build_that_splits_is_refused(rows: int, allowed: str) -> None:
+    """``_hash_init`` drops the fraction of the wanted buckets (615 rows want 2.003, get 2), and
+    ``CREATE INDEX`` then splits as it inserts (615 rows: 6 pages on 18.6); the model lays out a
+    build without splits, so the builder refuses, naming the row counts it accepts."""
+    with pytest.raises(
+        UnsupportedLayout, match=f"has {rows} entries.*splits buckets.*at most {allowed} entries"
+    ):
+        model_layout(_hash_rows(rows))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("rows", "pages"), [(614, 4), (921, 6), (1228, 6), (2456, 10)])
+def test_a_hash_build_without_splits_is_the_servers(
+    impl: PostgresImplementation, rows: int, pages: int
+) -> None:
+    """At the boundaries where ``CREATE INDEX`` does not split, the model's hash layout is the
+    server's: the metapage, the buckets ``_hash_init`` sized, the bitmap page."""
+    impl.release_pins()
+    spec = _hash_rows(rows)
+    assert model_layout(spec).index_sizes["x_hash"] == pages
+    built = build_relation_on_server(impl.database, spec)  # raises LayoutMismatch on any difference
+    built.release_pin()
+    with impl.server.connect(impl.database.name) as conn:
+        conn.execute(f"DROP TABLE {built.table}")
+
+
 @pytest.mark.postgres
 def test_verification_finds_a_changed_relation(impl: PostgresImplementation) -> None:
     impl.release_pins()

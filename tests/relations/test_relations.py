@@ -26,6 +26,7 @@ from reference_impl.relations import (
     fsm_logical_to_physical,
     fsm_nblocks,
     gist_sorted_layout,
+    hash_build_splits,
     hash_initial_buckets,
     heap_tuples_per_page,
     nbtsort_layout,
@@ -91,6 +92,18 @@ def test_vm_and_fsm_sizes_follow_scans_md() -> None:
     for b in range(0, 20000, 37):
         level, logical = fsm_physical_to_logical(b)
         assert fsm_logical_to_physical(level, logical) == b
+
+
+def test_hash_build_splits_where_the_wanted_buckets_lose_their_fraction() -> None:
+    """Measured on 18.6 (``CREATE INDEX`` with ``reltuples`` exact): 614 and 921 rows build
+    without a split, 615, 731 and 920 split (2.003 wanted buckets give 2), 1,228 does not and
+    1,229 does, and so on at every bucket count a phase ends at."""
+    splits = {t for t in range(1, 20_000) if hash_build_splits(t)}
+    assert {615, 731, 920, 1229, 2457, 4913} <= splits
+    assert not {1, 614, 921, 1098, 1228, 2456, 2763, 4912, 200_010} & splits
+    for t in sorted(splits):
+        assert t > 307 * hash_initial_buckets(t)  # the definition, and nothing else
+    assert min(splits) == 615 and 307 * 2 < 615
 
 
 def test_hash_sizing_matches_hash_init() -> None:
