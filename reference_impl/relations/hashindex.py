@@ -29,7 +29,7 @@ free bitmap bit), and each chain page holds its bucket's entries in insertion or
 the layout of a build that does not split: with more entries than 307 times the buckets
 ``_hash_init`` sizes (``layout.hash_build_splits``, e.g. 615 to 920 entries for 2 buckets),
 ``CREATE INDEX`` splits buckets while it inserts, which is not modelled (the server builder
-refuses such a spec).
+refuses to verify such a spec).
 """
 
 from __future__ import annotations
