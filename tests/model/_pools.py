@@ -8,7 +8,8 @@ import __future__
 import inspect
 import textwrap
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any, TypeVar
 
@@ -153,6 +154,31 @@ def _pools(draw: st.DrawFn) -> dict[str, Any]:
         "start": draw(st.integers(0, 300)),
         "n": draw(st.integers(1, 40)),
     }
+
+
+@contextmanager
+def switched_off(method: str, result: tuple[int, ...]) -> Iterator[None]:
+    """``Backend.<method>`` (a fast path) replaced by one that always declines with ``result``:
+    the general loop then does every block."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Backend, method, lambda *args: result)
+        yield
+
+
+class MethodSpy:
+    """Adds ``count(result)`` to :attr:`taken` at each call of ``Backend.<method>`` (wrapped in
+    place by ``mp``)."""
+
+    def __init__(self, mp: pytest.MonkeyPatch, method: str, count: Callable[[Any], int]) -> None:
+        self.taken = 0
+        real = getattr(Backend, method)
+
+        def spy(*args: Any) -> Any:
+            result = real(*args)
+            self.taken += count(result)
+            return result
+
+        mp.setattr(Backend, method, spy)
 
 
 _T = TypeVar("_T")

@@ -13,8 +13,7 @@ with one check or step changed), which it must catch.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict
 from functools import partial
 from typing import Any
@@ -37,6 +36,7 @@ from reference_impl.buffers import bufmgr
 from reference_impl.buffers.bufmgr import Backend
 from reference_impl.buffers.pool import BM_DIRTY, BM_IO_ERROR, BM_VALID, BM_ZEROED
 from tests.model._pools import (
+    MethodSpy,
     _Buf,
     _buf,
     _clean_pool,
@@ -47,33 +47,16 @@ from tests.model._pools import (
     pool_state,
     refcount_state,
     run_patched,
+    switched_off,
 )
 
 # ------------------------------------------------------------------------------ helpers
 
 
-@contextmanager
-def _per_block() -> Iterator[None]:
-    """Switch the shortcut off: _alloc_unmapped_run's loop then takes every victim."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Backend, "_take_slot_run", lambda self, tag, lo, m, buffers, j: (0, 0))
-        yield
-
-
-class _Spy:
-    """Counts the runs the shortcut took (wraps the method in place)."""
-
-    def __init__(self, mp: pytest.MonkeyPatch) -> None:
-        self.taken = 0
-        real = Backend._take_slot_run
-
-        def spy(be: Backend, tag: int, lo: int, m: int, buffers: list[int], j: int) -> tuple[int, int]:
-            k, valid = real(be, tag, lo, m, buffers, j)
-            if k:
-                self.taken += 1
-            return k, valid
-
-        mp.setattr(Backend, "_take_slot_run", spy)
+# The shortcut switched off (_alloc_unmapped_run's loop then takes every victim), and a spy
+# counting the runs it took.
+_per_block = partial(switched_off, "_take_slot_run", (0, 0))
+_Spy = partial(MethodSpy, method="_take_slot_run", count=lambda result: 1 if result[0] else 0)
 
 
 # ------------------------------------------------------------------------------ one run on a given pool

@@ -12,8 +12,7 @@ comparison is also run against planted bugs, which it must catch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict
 from functools import partial
 from typing import Any
@@ -36,6 +35,7 @@ from reference_impl.buffers.pool import BM_DIRTY, BM_VALID
 from reference_impl.buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_strategy
 from reference_impl.scans import run_scan
 from tests.model._pools import (
+    MethodSpy,
     _Buf,
     _buf,
     _clean_pool,
@@ -45,34 +45,16 @@ from tests.model._pools import (
     _with,
     pool_state,
     run_patched,
+    switched_off,
 )
 
 # ------------------------------------------------------------------------------ helpers
 
 
-@contextmanager
-def _per_block() -> Iterator[None]:
-    """Switch the ring run off: start_read_buffers' loop then takes every victim."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Backend, "_alloc_ring_run", lambda self, strategy, tag, n, buffers, index: (0, 0, 0))
-        yield
-
-
-class _Spy:
-    """Counts the blocks the ring runs took (wraps the method in place)."""
-
-    def __init__(self, mp: pytest.MonkeyPatch) -> None:
-        self.taken = 0
-        real = Backend._alloc_ring_run
-
-        def spy(
-            be: Backend, strategy: BufferAccessStrategy, tag: int, n: int, buffers: list[int], index: int
-        ) -> tuple[int, int, int]:
-            result = real(be, strategy, tag, n, buffers, index)
-            self.taken += result[0]
-            return result
-
-        mp.setattr(Backend, "_alloc_ring_run", spy)
+# The ring run switched off (start_read_buffers' loop then takes every victim), and a spy
+# counting the blocks the ring runs took.
+_per_block = partial(switched_off, "_alloc_ring_run", (0, 0, 0))
+_Spy = partial(MethodSpy, method="_alloc_ring_run", count=lambda result: result[0])
 
 
 def _ring_state(inst: Instance, be: Backend, strategy: BufferAccessStrategy) -> dict[str, Any]:
