@@ -50,6 +50,7 @@ from typing import Any
 from ..buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_strategy
 from ..read_stream import READ_STREAM_SEQUENTIAL, READ_STREAM_USE_BATCHING, ReadStream
 from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
+from ._pageview import HeapView
 from .base import ScanContext, heap_page_live
 from .syncscan import SYNC_SCAN_REPORT_INTERVAL, SyncScanTable
 
@@ -88,6 +89,7 @@ class HeapScan:
         use_slot: bool = True,
         stream_flags: int = READ_STREAM_SEQUENTIAL | READ_STREAM_USE_BATCHING,
         rescan_fix: bool | None = None,
+        sets_hints: bool = False,
     ) -> None:
         self.ctx = ctx
         self.backend = ctx.backend
@@ -113,6 +115,12 @@ class HeapScan:
         self.ntuples = 0
         self.cindex = 0
         self.stream: ReadStream | None = None
+        # Page-at-a-time visibility tests set hint bits (prepare_page); only a relation built
+        # with unhinted pages has any to set.
+        spec = getattr(rel.content, "spec", None)
+        self._hint_view = (
+            HeapView(rel) if sets_hints and spec is not None and spec.hinted_fraction < 1.0 else None
+        )
         self._initscan(keep_startblock=False)
         if streamed:
             self.stream = self._begin_stream()
@@ -243,6 +251,8 @@ class HeapScan:
                 break
             self.cbuf = buf
             self.cblock = block = be.pool.tag[buf] & 0xFFFFFFFF
+            if self._hint_view is not None:
+                self.prepare_page(buf, block)
             yield block
         self.cbuf = -1
         self.cblock = InvalidBlockNumber
@@ -283,7 +293,28 @@ class HeapScan:
             return InvalidBlockNumber
         self.cbuf = buf
         self.cblock = be.pool.tag[buf] & 0xFFFFFFFF
+        if self._hint_view is not None:
+            self.prepare_page(buf, self.cblock)
         return self.cblock
+
+    def prepare_page(self, buf: int, block: int) -> None:
+        """``heap_prepare_pagescan``'s visibility tests on the page in hand: on a page that is not
+        all-visible, the first look at tuples whose commit status is not hinted yet sets their
+        hint bits (``HeapTupleSatisfiesMVCC`` → ``SetHintBits`` → ``MarkBufferDirtyHint``). With
+        data checksums (PostgreSQL 18's ``initdb`` default) the first hint after a checkpoint
+        WAL-logs a full-page image (``XLogSaveBufferForHint``) on a permanent relation, so the
+        dirty buffer needs a WAL flush before it is written, and a BULKREAD ring rejects it
+        (``StrategyRejectBuffer``): the page stays in shared buffers. A page once hinted stays
+        hinted (``Relation.hinted_now``)."""
+        rel = self.rel
+        hinted_now = rel.hinted_now
+        if block in hinted_now or self._hint_view is None:
+            return
+        page = self._hint_view.page(block)
+        if page.hinted or page.all_visible or page.max_offset == 0:
+            return
+        hinted_now.add(block)
+        self.backend.mark_buffer_dirty(buf, wal_logged=rel.persistence == "p")
 
     def getnext(self, direction: int, on_page: Any = None) -> bool:
         """``heap_getnextslot`` over ``heapgettup_pagemode``: the next visible tuple in

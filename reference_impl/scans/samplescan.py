@@ -135,6 +135,7 @@ class SampleHeapScan(HeapScan):
         next_block: Callable[[int], int] | None,
         use_bulkread: bool,
         allow_sync: bool,
+        pagemode: bool = True,
         on_block: Callable[[Any, int], None] | None = None,
     ) -> None:
         self._next_sample_block = next_block
@@ -150,6 +151,8 @@ class SampleHeapScan(HeapScan):
             allow_sync=allow_sync,
             use_slot=True,
             stream_flags=flags,
+            # heapam_scan_sample_next_block: page-at-a-time visibility only in page mode.
+            sets_hints=pagemode,
         )
 
     def _callback(self, stream: Any, private: Any) -> int:
@@ -185,6 +188,7 @@ def _begin_sample_scan(
         next_block=next_block,
         use_bulkread=switches.use_bulkread,
         allow_sync=switches.allow_sync,
+        pagemode=switches.use_pagemode,
         on_block=on_block,
     )
 

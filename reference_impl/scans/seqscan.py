@@ -55,7 +55,7 @@ def seqscan(
 ) -> dict[str, Any]:
     if sync_location is not None:
         sync_scan_table(ctx.instance).report_location(rel.relid, sync_location - sync_location % 16)
-    scan = HeapScan(ctx, rel, streamed=streamed, use_slot=slot, rescan_fix=rescan_fix)
+    scan = HeapScan(ctx, rel, streamed=streamed, use_slot=slot, rescan_fix=rescan_fix, sets_hints=True)
     rows = 0
     digest = 0
     per_pass: list[int] = []

@@ -76,7 +76,7 @@ def tidrangescan(
     end_offset: int = MAX_OFFSET_NUMBER,
     limit: int | None = None,
 ) -> dict[str, Any]:
-    scan = HeapScan(ctx, rel, streamed=streamed, allow_strat=False, allow_sync=False)
+    scan = HeapScan(ctx, rel, streamed=streamed, allow_strat=False, allow_sync=False, sets_hints=True)
     mintid = (start_block, start_offset)
     maxtid = (end_block, end_offset) if end_block is not None else (0xFFFFFFFE, MAX_OFFSET_NUMBER)
     limits = tidrange_limits(scan.nblocks, mintid, maxtid)

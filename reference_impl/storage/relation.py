@@ -110,6 +110,7 @@ class Relation:
         "_tag_bases",
         "tablespace_eic",
         "tablespace_mic",
+        "hinted_now",
     )
 
     def __init__(
@@ -140,6 +141,9 @@ class Relation:
         # Per-tablespace overrides of effective/maintenance_io_concurrency (None = use the GUC).
         self.tablespace_eic: int | None = None
         self.tablespace_mic: int | None = None
+        # Heap blocks whose hint bits a scan has set since the relation was built (its content
+        # describes the pages as built; see scans.heapscan.HeapScan.prepare_page).
+        self.hinted_now: set[int] = set()
 
     def _check_size(self, fork: ForkNumber, n: int) -> None:
         if not isinstance(n, int) or n < 0 or n > MaxBlockNumber + 1:
