@@ -215,6 +215,14 @@ def _seqscan(p: dict[str, Any]) -> ServerOp:
     rescan = p.get("rescan_nblocks")
     grow = int(p.get("grow_during", 0))
     limit = p.get("limit")
+    if limit is not None and passes > 1:
+        raise _unsupported(
+            "seqscan",
+            "limit",
+            limit,
+            f"with passes = {passes} the cursor's LIMIT applies again after each rewind, while the "
+            "model's limit ends the whole scan",
+        )
 
     def run(ctx: OpContext) -> dict[str, Any]:
         nblocks = ctx.built.layout.nblocks

@@ -474,6 +474,9 @@ def test_requests_a_server_cannot_run(impl: PostgresImplementation) -> None:
         )
     with pytest.raises(UnsupportedLayout, match="cannot shrink"):
         impl.run_scan(ScanRequest("seqscan", relation=_SMALL, params={"passes": 2, "rescan_nblocks": 100}))
+    # A rewound cursor's LIMIT applies per pass (100 + 100 rows on 18.6), the model's to the scan.
+    with pytest.raises(UnsupportedLayout, match="LIMIT applies again after each rewind"):
+        impl.run_scan(ScanRequest("seqscan", relation=_SMALL, params={"passes": 2, "limit": 100}))
     # A cancel point of a fault plan is honoured like cancel_after_buffers.
     out = impl.run_scan(
         ScanRequest("seqscan", relation=_SMALL, faults=FaultPlan(cancel=CancelAt(after_buffers=5)))
