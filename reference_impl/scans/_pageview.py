@@ -32,6 +32,7 @@ __all__ = [
     "PAGE_HEADER",
     "ITEM_ID",
     "page_exact_free_space",
+    "take_hint_bits",
 ]
 
 BLCKSZ = 8192
@@ -122,6 +123,16 @@ class HeapPage:
         if self.max_offset >= _MAX_HEAP_TUPLES_PER_PAGE:
             return 0
         return max(0, self.exact_free_space - ITEM_ID)
+
+
+def take_hint_bits(rel: Relation, page: HeapPage) -> bool:
+    """Whether a visibility test on ``page`` sets hint bits now (``SetHintBits``): the page was
+    built unhinted and no scan has hinted it since. Records that it is hinted from now on
+    (``Relation.hinted_now``), so every scan that tests visibility sees the others' hints."""
+    if page.hinted or page.block in rel.hinted_now:
+        return False
+    rel.hinted_now.add(page.block)
+    return True
 
 
 class HeapView:

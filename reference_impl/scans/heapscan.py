@@ -50,7 +50,7 @@ from typing import Any
 from ..buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_strategy
 from ..read_stream import READ_STREAM_SEQUENTIAL, READ_STREAM_USE_BATCHING, ReadStream
 from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
-from ._pageview import HeapView
+from ._pageview import HeapView, take_hint_bits
 from .base import ScanContext, heap_page_live
 from .syncscan import SYNC_SCAN_REPORT_INTERVAL, SyncScanTable
 
@@ -306,15 +306,13 @@ class HeapScan:
         dirty buffer needs a WAL flush before it is written, and a BULKREAD ring rejects it
         (``StrategyRejectBuffer``): the page stays in shared buffers. A page once hinted stays
         hinted (``Relation.hinted_now``)."""
-        rel = self.rel
-        hinted_now = rel.hinted_now
-        if block in hinted_now or self._hint_view is None:
+        view = self._hint_view
+        if view is None or block in self.rel.hinted_now:
             return
-        page = self._hint_view.page(block)
-        if page.hinted or page.all_visible or page.max_offset == 0:
+        page = view.page(block)
+        if page.all_visible or page.max_offset == 0 or not take_hint_bits(self.rel, page):
             return
-        hinted_now.add(block)
-        self.backend.mark_buffer_dirty(buf, wal_logged=rel.persistence == "p")
+        self.backend.mark_buffer_dirty(buf, wal_logged=self.rel.persistence == "p")
 
     def getnext(self, direction: int, on_page: Any = None) -> bool:
         """``heap_getnextslot`` over ``heapgettup_pagemode``: the next visible tuple in

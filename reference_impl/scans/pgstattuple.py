@@ -48,7 +48,7 @@ from ..errors import ModelUsageError
 from ..read_stream import READ_STREAM_FULL, READ_STREAM_USE_BATCHING, BlockRangeReadStreamPrivate
 from ..storage.relation import BLCKSZ, ForkNumber, InvalidBlockNumber, Relation
 from ._forkmaps import VM_ALL_VISIBLE, VMBuffer, get_recorded_free_space
-from ._pageview import HeapView, IndexView, index_view
+from ._pageview import HeapPage, HeapView, IndexView, index_view, take_hint_bits
 from .base import ScanContext, ScanParam, register_scan
 from .heapscan import HeapScan
 
@@ -86,9 +86,9 @@ def _percent(part: float, whole: int) -> float:
     return 100.0 * part / whole if whole else 0.0
 
 
-def _hint(ctx: ScanContext, buf: int, hinted: bool, data_checksums: bool) -> None:
+def _hint(ctx: ScanContext, rel: Relation, buf: int, page: HeapPage, data_checksums: bool) -> None:
     """``SetHintBits`` → ``MarkBufferDirtyHint`` on a page not hinted yet."""
-    if not hinted:
+    if take_hint_bits(rel, page):
         ctx.backend.mark_buffer_dirty(buf, wal_logged=data_checksums)
 
 
@@ -119,7 +119,7 @@ def _pgstat_heap(ctx: ScanContext, rel: Relation, streamed: bool, data_checksums
         ctx.process_page(ntup)
         if ntup == 0:
             continue
-        _hint(ctx, scan.cbuf, page.hinted, data_checksums)
+        _hint(ctx, rel, scan.cbuf, page, data_checksums)
         tuple_count += page.nlive
         tuple_len += page.nlive * page.tuple_len
         dead_count += page.ndead
@@ -322,7 +322,7 @@ def pgstattuple_approx(
         if page.is_empty:
             return
         if page.nlive + page.ndead:
-            _hint(ctx, buf, page.hinted, data_checksums)
+            _hint(ctx, rel, buf, page, data_checksums)
         st["tuple_len"] += page.nlive * page.tuple_len
         st["tuple_count"] += page.nlive
         st["dead_len"] += page.ndead * page.tuple_len

@@ -73,7 +73,7 @@ from ._maint import (
     vacuum_delay_point,
     vacuum_strategy,
 )
-from ._pageview import HeapPage, HeapView
+from ._pageview import HeapPage, HeapView, take_hint_bits
 from .base import ScanContext, ScanParam, register_scan
 from .index_vacuum import IndexVacuumOptions, index_bulkdelete, index_vacuumcleanup, table_indexes
 
@@ -283,7 +283,7 @@ def _scan_heap_page(
         vac.tuples_frozen += page.nlive
         vac.new_frozen_tuple_pages += 1
     wal = ndeleted > 0 or froze
-    dirty = wal or not page.hinted
+    dirty = take_hint_bits(vac.heap.rel, page) or wal
     vm_page_frozen = False
     if not allvis_vm and all_visible:
         dirty = True

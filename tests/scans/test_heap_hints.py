@@ -81,10 +81,19 @@ def test_a_page_is_hinted_once() -> None:
     assert dirty == set(range(300)) and inst.pool.wal_insert_lsn == 300
 
 
-def test_pgstattuple_keeps_its_own_hints() -> None:
-    """pgstattuple tests visibility tuple by tuple (its own ``_hint``), not through the scan."""
+def test_scans_that_test_visibility_share_the_hints() -> None:
+    """pgstattuple tests visibility tuple by tuple (its own ``_hint``) and VACUUM page by page,
+    not through ``HeapScan``; all of them record the pages they hint, so whichever runs second
+    finds the hints set and logs no second full-page image."""
     spec = RelationSpec(
         name="p", nblocks=300, tuples_per_page=10, tuple_width=100, hinted_fraction=0.0, seed=4
     )
-    _, srel, _, _, dirty = _scan(spec, "pgstattuple")
-    assert dirty == set(range(300)) and srel.heap.hinted_now == set()
+    for first, second in (("pgstattuple", "seqscan"), ("seqscan", "pgstattuple"), ("vacuum", "seqscan")):
+        inst = Instance(Settings(io_method="worker"), device="nvme")
+        srel = build_relation(inst, spec)
+        be = inst.backend()
+        run_scan(first, be, srel.heap, variant="streamed")
+        assert srel.heap.hinted_now == set(range(300)), first
+        lsn = inst.pool.wal_insert_lsn
+        run_scan(second, be, srel.heap, variant="streamed")
+        assert inst.pool.wal_insert_lsn == lsn, (first, second)
