@@ -464,7 +464,8 @@ def build_relation_on_server(
             pin.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             pin.execute("SELECT 1")  # the snapshot is taken here and held until the pin ends
             built.pin = pin
-        built.delete_xid = _set_visibility(conn, table, lay, spec)
+        with _tid_scans(conn):
+            built.delete_xid = _set_visibility(conn, table, lay, spec)
         _set_hints(conn, table, lay)
         if spec.fillfactor != 100:
             conn.execute(
@@ -520,14 +521,8 @@ def _tid_scans(conn: psycopg.Connection[Any]) -> Iterator[None]:
 
 
 def _set_visibility(conn: psycopg.Connection[Any], table: str, lay: ModelLayout, spec: Any) -> int | None:
-    """Clear VM bits where the model has them clear; delete the dead tuples (returns that xid)."""
-    with _tid_scans(conn):
-        return _set_visibility_by_tids(conn, table, lay, spec)
-
-
-def _set_visibility_by_tids(
-    conn: psycopg.Connection[Any], table: str, lay: ModelLayout, spec: Any
-) -> int | None:
+    """Clear VM bits where the model has them clear; delete the dead tuples (returns that xid).
+    The caller runs it under :func:`_tid_scans`."""
     ident = sql.Identifier(table)
     nonempty = lay.nitems - lay.ndead > 0
     delete_xid: int | None = None
