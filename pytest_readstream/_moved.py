@@ -1,6 +1,7 @@
 """Old module names of this package, kept importable for one release with a DeprecationWarning.
 
 The real-server harness moved from ``pytest_readstream._pg`` to :mod:`pytest_readstream.postgres`
+(and its modules then into rooms by concern: ``postgres.server`` is ``postgres.servers.server``),
 and the benchmark machinery from ``pytest_readstream.bench_*`` / ``pytest_readstream.plots`` to
 :mod:`pytest_readstream.bench`. A meta-path finder maps each old name onto the new module object
 itself (not a copy), so ``isinstance`` checks, monkeypatching and module state stay shared.
@@ -21,6 +22,32 @@ _RENAMED_MODULES = {
     f"{_PKG}.bench_{name}": f"{_PKG}.bench.{name}"
     for name in ("tables", "seeds", "runs", "readahead", "model", "calibration")
 } | {f"{_PKG}.plots": f"{_PKG}.bench.plots"}
+# The harness's modules, moved into rooms by concern (the package ``faults`` keeps its name: it
+# re-exports the interposer module's public names).
+_POSTGRES_ROOMS = {
+    "servers": (
+        "_cluster",
+        "_process",
+        "_install",
+        "_cleanup",
+        "_walquiet",
+        "_contracts",
+        "server",
+        "session",
+        "settings",
+        "scratch",
+        "observe",
+    ),
+    "builds": ("_cbuild", "probe_build", "traced_copy", "cmutants", "pgsource", "pgbuild", "traced_scan"),
+    "faults": ("foreign_io", "stream_faults"),
+    "impl": ("implementation", "remote_stream", "relbuild", "scanops"),
+    "fidelity": ("oracle", "scenarios", "facts", "timing", "seed_timing", "compare"),
+}
+_RENAMED_MODULES |= {
+    f"{_PKG}.postgres.{name}": f"{_PKG}.postgres.{room}.{name}"
+    for room, names in _POSTGRES_ROOMS.items()
+    for name in names
+}
 
 
 def new_name(old: str) -> str | None:

@@ -309,8 +309,8 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
 def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
     try:
         from .mutants import format_kill_matrix
-        from .postgres.cmutants import run_c_kill_matrix
-        from .postgres.traced_copy import MUTANTS
+        from .postgres.builds.cmutants import run_c_kill_matrix
+        from .postgres.builds.traced_copy import MUTANTS
     except ImportError as exc:
         raise CliError(
             f"--impl postgres needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
@@ -441,7 +441,8 @@ def _bench_seeds_server(args: argparse.Namespace) -> int:
         raise CliError(f"--scale {args.scale:g} is not valid; allowed: 0 < scale <= 1")
     _check_output("--markdown", args.markdown)
     try:
-        from .postgres import PgHarnessError, seed_timing
+        from .postgres import PgHarnessError
+        from .postgres.fidelity import seed_timing
     except ImportError as exc:
         raise CliError(
             f"--server needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
@@ -500,7 +501,7 @@ def _cmd_oracle(argv: Sequence[str]) -> int:
     if args.timing:
         return _oracle_timing(args)
     try:
-        from .postgres.oracle import run_oracle, select
+        from .postgres.fidelity.oracle import run_oracle, select
     except ImportError as exc:
         raise CliError(
             f"the oracle needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
@@ -510,7 +511,7 @@ def _cmd_oracle(argv: Sequence[str]) -> int:
 
     # Every input is checked before a server is started or a scenario runs.
     if args.only and not select(args.only):
-        from .postgres.scenarios import scenario_names
+        from .postgres.fidelity.scenarios import scenario_names
 
         raise CliError(
             f"--only {args.only if len(args.only) > 1 else args.only[0]!r} matches no scenario: allowed "
@@ -536,7 +537,7 @@ def _oracle_timing(args: argparse.Namespace) -> int:
     if args.pg_dsn:
         raise CliError("--timing needs a server the harness starts (its reads are interposed): drop --pg-dsn")
     try:
-        from .postgres import timing
+        from .postgres.fidelity import timing
     except ImportError as exc:
         raise CliError(
             f"the oracle needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
@@ -616,8 +617,13 @@ def _cmd_compare(argv: Sequence[str]) -> int:
     _check_outputs(args)
     try:
         from .postgres import PgHarnessError
-        from .postgres.compare import format_comparison, make_side, run_compare, scenario_list
-        from .postgres.traced_copy import MUTANTS
+        from .postgres.builds.traced_copy import MUTANTS
+        from .postgres.fidelity.compare import (
+            format_comparison,
+            make_side,
+            run_compare,
+            scenario_list,
+        )
     except ImportError as exc:
         raise CliError(
             f"compare needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
@@ -666,7 +672,13 @@ def _cmd_pg_build(argv: Sequence[str]) -> int:
         "--check", action="store_true", help="only say whether the build is in the cache (exit 1 if not)"
     )
     args = p.parse_args(argv)
-    from .postgres.pgbuild import DEFAULT_VERSION, BuildOptions, PgBuildUnavailable, ensure_build, find_build
+    from .postgres.builds.pgbuild import (
+        DEFAULT_VERSION,
+        BuildOptions,
+        PgBuildUnavailable,
+        ensure_build,
+        find_build,
+    )
 
     try:
         options = BuildOptions(

@@ -4,7 +4,7 @@
 
 * ``reference`` — :class:`~pytest_readstream.reference.ReferenceImplementation`, the executable
   model in ``reference_impl``;
-* ``postgres`` — a real PostgreSQL 18 server, ``pytest_readstream.postgres.implementation``
+* ``postgres`` — a real PostgreSQL 18 server, ``pytest_readstream.postgres.impl.implementation``
   (imported only when asked for, since it needs the ``postgres`` extra);
 * ``mutant:<bug>`` — a known-bug variant of the model from ``pytest_readstream.mutants.MUTANTS``;
 * a name another package registered under the entry-point group ``readstream.implementations``;
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "readstream.implementations"
-_POSTGRES_TARGET = "pytest_readstream.postgres.implementation:PostgresImplementation"
+_POSTGRES_TARGET = "pytest_readstream.postgres.impl.implementation:PostgresImplementation"
 BUILTIN_IMPLEMENTATIONS: dict[str, str] = {
     "reference": "pytest_readstream.reference:ReferenceImplementation",
     "postgres": _POSTGRES_TARGET,
@@ -205,7 +205,7 @@ def build_postgres_from_source(progress: Callable[[str], None]) -> Any:
             raise ImplementationNotFound(
                 f"the postgres extra is not installed (module {extra!r}): pip install 'pytest-readstream[postgres]'"
             )
-    pgbuild = importlib.import_module("pytest_readstream.postgres.pgbuild")
+    pgbuild = importlib.import_module("pytest_readstream.postgres.builds.pgbuild")
     try:
         return pgbuild.ensure_build(progress=progress)
     except pgbuild.PgBuildUnavailable as err:

@@ -26,7 +26,7 @@ from .errors import (
     PgStartupError,
     PgUnsafeDatabase,
 )
-from .observe import (
+from .servers.observe import (
     EvictionResult,
     IoCounts,
     IoStats,
@@ -41,10 +41,15 @@ from .observe import (
     resident_buffers,
     warm_up,
 )
-from .scratch import DEFAULT_EXTENSIONS, NO_AUTOVACUUM, ScratchDatabase, scratch_name
-from .server import PgServer, embedded_bindir
-from .session import PgSession
-from .settings import ServerSettings, SessionSettings
+from .servers.scratch import (
+    DEFAULT_EXTENSIONS,
+    NO_AUTOVACUUM,
+    ScratchDatabase,
+    scratch_name,
+)
+from .servers.server import PgServer, embedded_bindir
+from .servers.session import PgSession
+from .servers.settings import ServerSettings, SessionSettings
 
 __all__ = [
     "DEFAULT_EXTENSIONS",

@@ -26,7 +26,7 @@ def golden_doc() -> dict[str, Any]:
 def pg_impl() -> Iterator[Any]:
     """This worker's PostgreSQL implementation (its own embedded server, one per xdist worker)."""
     from pytest_readstream.postgres import PgNotAvailable
-    from pytest_readstream.postgres.implementation import PostgresImplementation
+    from pytest_readstream.postgres.impl.implementation import PostgresImplementation
 
     # The cluster lives in the implementation's own temporary directory, not under pytest's
     # basetemp: any pytest process starting meanwhile resets pytest-of-<user> to mode 0700,

@@ -1,7 +1,7 @@
 """The model against the stored PostgreSQL 18.6 measurements (no server needed).
 
 ``fixtures/golden/oracle_pg18.json`` holds what ``readstream oracle`` measured on a real server
-for every scenario of ``pytest_readstream.postgres.scenarios``. Each scenario is run through the model
+for every scenario of ``pytest_readstream.postgres.fidelity.scenarios``. Each scenario is run through the model
 again and compared with the stored server figures exactly as the live oracle compares them:
 scenarios that agreed must still agree, explained ones must still pass their reason's checks.
 A model discrepancy that is known and reported stays here as a strict xfail naming what differs,
@@ -14,8 +14,14 @@ from typing import Any
 
 import pytest
 
-from pytest_readstream.postgres.oracle import _spec_dict, compare, reason_checks, run_model, side_from_record
-from pytest_readstream.postgres.scenarios import REASONS, SCENARIOS, Scenario
+from pytest_readstream.postgres.fidelity.oracle import (
+    _spec_dict,
+    compare,
+    reason_checks,
+    run_model,
+    side_from_record,
+)
+from pytest_readstream.postgres.fidelity.scenarios import REASONS, SCENARIOS, Scenario
 
 from .conftest import golden
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_readstream.postgres.oracle import (
+from pytest_readstream.postgres.fidelity.oracle import (
     compare,
     run_model,
     run_oracle,
@@ -19,7 +19,7 @@ from pytest_readstream.postgres.oracle import (
     select,
     side_from_record,
 )
-from pytest_readstream.postgres.scenarios import Scenario
+from pytest_readstream.postgres.fidelity.scenarios import Scenario
 from reference_impl.relations import IndexSpec, RelationSpec
 
 from .conftest import golden

@@ -16,8 +16,13 @@ import psycopg
 import pytest
 
 from pytest_readstream._reference_scans import run_scan as model_run
-from pytest_readstream.postgres.oracle import _is_stride_order, reason_checks, run_model
-from pytest_readstream.postgres.scenarios import REASONS, RELATIONS, SCENARIOS, Scenario
+from pytest_readstream.postgres.fidelity.oracle import _is_stride_order, reason_checks, run_model
+from pytest_readstream.postgres.fidelity.scenarios import (
+    REASONS,
+    RELATIONS,
+    SCENARIOS,
+    Scenario,
+)
 from pytest_readstream.protocol import ScanRequest
 
 
@@ -28,7 +33,7 @@ def _by_name(name: str) -> Scenario:
 def test_every_reason_used_and_every_check_defined() -> None:
     used = {s.reason for s in SCENARIOS if s.reason}
     assert used == set(REASONS)
-    from pytest_readstream.postgres.oracle import _CHECKS
+    from pytest_readstream.postgres.fidelity.oracle import _CHECKS
 
     for reason in REASONS.values():
         assert set(reason.checks) <= set(_CHECKS)

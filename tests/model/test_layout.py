@@ -106,6 +106,8 @@ def test_the_plugin_imports_neither_the_server_harness_nor_the_benchmarks() -> N
     [
         ("pytest_readstream._pg", "pytest_readstream.postgres"),
         ("pytest_readstream._pg.observe", "pytest_readstream.postgres.observe"),
+        ("pytest_readstream.postgres.server", "pytest_readstream.postgres.servers.server"),
+        ("pytest_readstream.postgres.implementation", "pytest_readstream.postgres.impl.implementation"),
         ("pytest_readstream.bench_seeds", "pytest_readstream.bench.seeds"),
         ("pytest_readstream.plots", "pytest_readstream.bench.plots"),
     ],
@@ -130,7 +132,7 @@ def test_an_old_name_leaves_the_new_package_its_spec_and_data_files() -> None:
         importlib.import_module("pytest_readstream._pg")
     new = importlib.import_module("pytest_readstream.postgres")
     assert new.__spec__ is not None and new.__spec__.name == "pytest_readstream.postgres"
-    text = importlib.resources.files("pytest_readstream.postgres").joinpath("probe", "rsprobe.c").read_text()
+    text = importlib.resources.files("pytest_readstream.postgres").joinpath("builds", "probe", "rsprobe.c").read_text()
     assert "read_stream" in text
     sys.modules.pop("pytest_readstream._pg", None)
 

@@ -79,7 +79,7 @@ def pg_source_tree(request: pytest.FixtureRequest) -> Path:
     Nothing is downloaded unless the option asks; otherwise the test skips with one reason.
     """
     from pytest_readstream.postgres import embedded_bindir
-    from pytest_readstream.postgres.pgsource import (
+    from pytest_readstream.postgres.builds.pgsource import (
         READ_STREAM_C,
         PgSourceUnavailable,
         check_source,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_readstream.postgres import _cbuild
-from pytest_readstream.postgres._cbuild import CBuildUnavailable, build_shared_object, server_headers
+from pytest_readstream.postgres.builds import _cbuild
+from pytest_readstream.postgres.builds._cbuild import CBuildUnavailable, build_shared_object, server_headers
 
 _ADD = "int rs_add(int a, int b) { return a + b + EXTRA; }\n"
 

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from pytest_readstream.cli import main
-from pytest_readstream.postgres.compare import (
+from pytest_readstream.postgres.builds.traced_copy import MUTANTS
+from pytest_readstream.postgres.fidelity.compare import (
     SCENARIOS,
     diff_records,
     first_divergence,
     format_comparison,
 )
-from pytest_readstream.postgres.traced_copy import MUTANTS
 
 _RECORD: dict[str, Any] = {
     "reads": 66,
@@ -171,7 +171,7 @@ def test_the_same_build_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str
 @pytest.mark.postgres
 def test_every_c_mutant_differs_from_the_unmutated_copy(pg_source_tree: Path, tmp_path: Path) -> None:
     """The comparison must see each C mutant as a different build: a miss fails here."""
-    from pytest_readstream.postgres._cbuild import CBuildUnavailable, find_compiler
+    from pytest_readstream.postgres.builds._cbuild import CBuildUnavailable, find_compiler
 
     try:
         find_compiler()

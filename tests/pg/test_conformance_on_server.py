@@ -78,8 +78,8 @@ def test_the_fault_family_runs_against_the_server_with_the_interposer(tmp_path: 
     follow-up taken from the interposer's ledger), none is a known failure, and every skip is
     io_uring's. With the traced copy of the server's read_stream.c (its source already in the
     cache: no network here) the tests that need every read run too."""
-    from pytest_readstream.postgres.implementation import PostgresImplementation
-    from pytest_readstream.postgres.pgsource import READ_STREAM_C, source_cache_dir
+    from pytest_readstream.postgres.builds.pgsource import READ_STREAM_C, source_cache_dir
+    from pytest_readstream.postgres.impl.implementation import PostgresImplementation
 
     impl = PostgresImplementation(pytest_mode=False)
     reason = impl.fault_injection_unavailable

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_readstream.postgres import PgServer, ScratchDatabase, ServerSettings
-from pytest_readstream.postgres.facts import (
+from pytest_readstream.postgres.fidelity.facts import (
     COMPARED_COUNTERS,
     FACT_CASES,
     FACT_TABLES,

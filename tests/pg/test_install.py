@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_readstream.postgres import PgServer, _install, embedded_bindir, measure_statement
-from pytest_readstream.postgres._process import _ensure_traversable, _run_as, _shared_temp_root
+from pytest_readstream.postgres import PgServer, embedded_bindir, measure_statement
+from pytest_readstream.postgres.servers import _install
+from pytest_readstream.postgres.servers._process import _ensure_traversable, _run_as, _shared_temp_root
 
 pytestmark = [
     pytest.mark.postgres,

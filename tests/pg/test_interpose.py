@@ -1,4 +1,4 @@
-"""The read interposer against the embedded PostgreSQL 18 server (``postgres/faults.py``).
+"""The read interposer against the embedded PostgreSQL 18 server (``postgres/faults/interposer.py``).
 
 Each assertion is about what the server did (an error and its text, a ledger entry, a pin count,
 a lower bound on a delay), never about how fast the machine was: waits poll a condition, and a
@@ -25,7 +25,13 @@ from pytest_readstream.postgres import (
     SessionSettings,
     measure_statement,
 )
-from pytest_readstream.postgres.faults import FaultInjector, IoRule, Latency, LedgerEntry, RelationTarget
+from pytest_readstream.postgres.faults import (
+    FaultInjector,
+    IoRule,
+    Latency,
+    LedgerEntry,
+    RelationTarget,
+)
 
 pytestmark = pytest.mark.postgres
 

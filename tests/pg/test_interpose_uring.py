@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_readstream.postgres.pgbuild import BuildOptions, find_build
+from pytest_readstream.postgres.builds.pgbuild import BuildOptions, find_build
 
 pytestmark = pytest.mark.postgres
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from pytest_readstream.cli import main
-from pytest_readstream.postgres import pgbuild
-from pytest_readstream.postgres.pgbuild import (
+from pytest_readstream.postgres.builds import pgbuild
+from pytest_readstream.postgres.builds.pgbuild import (
     BuildOptions,
     PgBuildUnavailable,
     build_key,
@@ -320,7 +320,7 @@ def test_faults_under_io_uring_are_refused_only_where_the_kernel_does_the_read()
     from types import SimpleNamespace
 
     from pytest_readstream.postgres.faults import URING_NO_DELAY
-    from pytest_readstream.postgres.stream_faults import StreamFaults, io_method_problem
+    from pytest_readstream.postgres.faults.stream_faults import StreamFaults, io_method_problem
 
     assert io_method_problem("io_uring", ["eio", "short_read", "checksum"]) is None
     assert io_method_problem("io_uring", ["eio", "latency"]) == f"latency fault: {URING_NO_DELAY}"

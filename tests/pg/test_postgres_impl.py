@@ -29,12 +29,12 @@ from hypothesis import strategies as st
 
 from pytest_readstream._reference_scans import run_scan as model_run
 from pytest_readstream.postgres import PgNotAvailable, PgServerDied, PgSettingUnavailable
-from pytest_readstream.postgres.implementation import (
+from pytest_readstream.postgres.impl.implementation import (
     PostgresImplementation,
     server_settings_for,
     session_settings_for,
 )
-from pytest_readstream.postgres.relbuild import (
+from pytest_readstream.postgres.impl.relbuild import (
     _BLCKSZ,
     _PAGE_SPACE,
     LayoutMismatch,
@@ -48,7 +48,7 @@ from pytest_readstream.postgres.relbuild import (
     server_names,
     verify_layout,
 )
-from pytest_readstream.postgres.scanops import NOT_OFFERED, SERVER_VARIANTS
+from pytest_readstream.postgres.impl.scanops import NOT_OFFERED, SERVER_VARIANTS
 from pytest_readstream.protocol import ScanRequest, check_implementation
 from reference_impl import CancelAt, Fault, FaultPlan, ForeignIO, Settings
 from reference_impl.relations import IndexSpec, RelationSpec
@@ -685,7 +685,8 @@ def test_pytest_run_without_a_server_ends_with_one_clear_error(tmp_path: Path) -
 def test_an_interposer_that_does_not_load_leaves_a_plain_server(monkeypatch: pytest.MonkeyPatch) -> None:
     """The library builds but the dynamic loader cannot preload it: the implementation runs a
     server without it and says why fault-injection is missing, instead of being unusable."""
-    from pytest_readstream.postgres import faults, server
+    from pytest_readstream.postgres.faults import interposer as faults
+    from pytest_readstream.postgres.servers import server
 
     impl = PostgresImplementation(pytest_mode=False)
     if impl.fault_injection_unavailable is not None:

@@ -17,9 +17,9 @@ import pytest
 
 from conformance._harness import ConformanceViolation, Scenario
 from pytest_readstream.postgres import PgServer, ScratchDatabase, embedded_bindir
-from pytest_readstream.postgres._cbuild import CBuildUnavailable, find_compiler
-from pytest_readstream.postgres.implementation import PostgresImplementation
-from pytest_readstream.postgres.probe_build import ProbeInstall, build_probe
+from pytest_readstream.postgres.builds._cbuild import CBuildUnavailable, find_compiler
+from pytest_readstream.postgres.builds.probe_build import ProbeInstall, build_probe
+from pytest_readstream.postgres.impl.implementation import PostgresImplementation
 
 pytestmark = pytest.mark.postgres
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_readstream.postgres import seed_timing
+from pytest_readstream.postgres.fidelity import seed_timing
 
 
 def test_the_unpatched_rows_a_stock_server_runs() -> None:
@@ -120,7 +120,7 @@ def test_tables_with_no_server_row_start_no_server() -> None:
 @pytest.mark.postgres
 def test_a_tiny_seed_row_live() -> None:
     from pytest_readstream.postgres import PgNotAvailable
-    from pytest_readstream.postgres.implementation import PostgresImplementation
+    from pytest_readstream.postgres.impl.implementation import PostgresImplementation
 
     try:
         impl = PostgresImplementation(pytest_mode=False)

@@ -140,8 +140,8 @@ def test_start_failure_reports_the_log(tmp_path: Path) -> None:
 def test_a_run_directory_left_by_a_killed_harness_with_the_same_pid_is_no_obstacle(tmp_path: Path) -> None:
     # A harness killed by SIGKILL leaves its run directory, named after its pid; a later process
     # given the same pid once failed to start its server (FileExistsError).
-    from pytest_readstream.postgres import _cluster
-    from pytest_readstream.postgres._process import _run_as
+    from pytest_readstream.postgres.servers import _cluster
+    from pytest_readstream.postgres.servers._process import _run_as
 
     workdir = tmp_path / "work"
     workdir.mkdir()

@@ -30,7 +30,7 @@ from pytest_readstream.postgres import (
     ServerSettings,
 )
 from pytest_readstream.postgres.faults import FaultInjector, IoRule
-from pytest_readstream.postgres.implementation import PostgresImplementation
+from pytest_readstream.postgres.impl.implementation import PostgresImplementation
 
 pytestmark = pytest.mark.postgres
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_readstream.postgres import _process as _cluster
+from pytest_readstream.postgres.servers import _process as _cluster
 
 
 def test_a_private_tmpdir_is_not_a_shared_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_readstream.postgres import timing
-from pytest_readstream.postgres.timing import TimingCase
+from pytest_readstream.postgres.fidelity import timing
+from pytest_readstream.postgres.fidelity.timing import TimingCase
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.mark.postgres
 def test_a_live_subset_of_the_timing_table() -> None:
-    from pytest_readstream.postgres.implementation import PostgresImplementation
+    from pytest_readstream.postgres.impl.implementation import PostgresImplementation
 
     impl = PostgresImplementation(pytest_mode=False)
     if impl.fault_injection_unavailable is not None:

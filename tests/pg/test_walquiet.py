@@ -11,7 +11,11 @@ from __future__ import annotations
 import pytest
 
 from pytest_readstream.postgres import PgServer, ScratchDatabase
-from pytest_readstream.postgres._walquiet import QUIET_WAL_GUCS, flushed_within_segment, fresh_wal_segment
+from pytest_readstream.postgres.servers._walquiet import (
+    QUIET_WAL_GUCS,
+    flushed_within_segment,
+    fresh_wal_segment,
+)
 
 pytestmark = pytest.mark.postgres
 

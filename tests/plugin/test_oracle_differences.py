@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_readstream.postgres.oracle import describe_differences, format_table
+from pytest_readstream.postgres.fidelity.oracle import describe_differences, format_table
 
 GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden" / "oracle_pg18.json"
 

@@ -361,7 +361,7 @@ def test_pgstatindex_density_uses_the_exact_free_space() -> None:
 
 
 def test_builder_refuses_a_hash_expression_without_its_build_layout() -> None:
-    from pytest_readstream.postgres.relbuild import UnsupportedLayout, model_layout
+    from pytest_readstream.postgres.impl.relbuild import UnsupportedLayout, model_layout
 
     spec = RelationSpec(
         name="h", nblocks=10, tuple_width=5, indexes=(IndexSpec("hash", expression=("mod", 10)),)

@@ -49,8 +49,8 @@ from typing import Any
 
 import psycopg
 
+from ..errors import PgEvictionError, PgHarnessError, PgServerDied
 from ._contracts import DatabaseHandle
-from .errors import PgEvictionError, PgHarnessError, PgServerDied
 from .session import PgSession
 
 __all__ = [

@@ -36,7 +36,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from .errors import PgHarnessError
+from ..errors import PgHarnessError
 
 __all__ = [
     "MUTANTS",

@@ -59,12 +59,18 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from ..protocol import ScanOutcome, ScanRequest
-from ._cbuild import CBuildUnavailable, server_headers
-from ._cluster import embedded_bindir
-from ._walquiet import flushed_within_segment, fresh_wal_segment
-from .errors import PgNotAvailable, PgServerDied, PgSettingUnavailable, PgStartupError
-from .faults import (
+from ...protocol import ScanOutcome, ScanRequest
+from ..builds._cbuild import CBuildUnavailable, server_headers
+from ..builds.pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
+from ..builds.probe_build import build_probe
+from ..errors import (
+    PgNotAvailable,
+    PgServerDied,
+    PgSettingUnavailable,
+    PgStartupError,
+)
+from ..faults.foreign_io import ForeignRead
+from ..faults.interposer import (
     URING_NO_DELAY,
     IoRule,
     interposer_library,
@@ -72,17 +78,22 @@ from .faults import (
     rule_for_fault,
     unsupported_fault,
 )
-from .foreign_io import ForeignRead
-from .observe import evict, measure, pinned_buffers
-from .pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
-from .probe_build import build_probe
+from ..faults.stream_faults import io_method_problem
+from ..servers._cluster import embedded_bindir
+from ..servers._walquiet import flushed_within_segment, fresh_wal_segment
+from ..servers.observe import evict, measure, pinned_buffers
+from ..servers.scratch import ScratchDatabase
+from ..servers.server import PgServer, build_bindir
+from ..servers.settings import ServerSettings, SessionSettings
 from .relbuild import BuiltRelation, UnsupportedLayout, build_relation_on_server
 from .remote_stream import RemoteStream, RemoteStreams, StreamUnavailable
-from .scanops import NOT_OFFERED, SERVER_VARIANTS, OpContext, ServerOp, server_op
-from .scratch import ScratchDatabase
-from .server import PgServer, build_bindir
-from .settings import ServerSettings, SessionSettings
-from .stream_faults import io_method_problem
+from .scanops import (
+    NOT_OFFERED,
+    SERVER_VARIANTS,
+    OpContext,
+    ServerOp,
+    server_op,
+)
 
 __all__ = ["PostgresImplementation", "ScanTiming", "server_settings_for", "session_settings_for"]
 
@@ -810,7 +821,7 @@ class PostgresImplementation:
 
     def _cancel_block(self, request: ScanRequest, cancel_after: int) -> int | None:
         """The page the scan would consume after ``cancel_after`` pages (the model's visit order)."""
-        from .._reference_scans import run_scan as model_run
+        from ..._reference_scans import run_scan as model_run
 
         if not self.server.owned:
             raise PgSettingUnavailable(

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._filelock import exclusive_lock
-from .errors import PgNotAvailable
+from .._filelock import exclusive_lock
+from ..errors import PgNotAvailable
 
 __all__ = [
     "CBuildUnavailable",
@@ -123,13 +123,14 @@ def _compiler_identity(cc: str) -> str:
 
 
 def package_text(directory: str, name: str) -> str:
-    """A source file shipped in this package's ``directory`` (``probe``, ``traced``, ``interpose``).
+    """A source file shipped in the harness's ``directory``, relative to ``pytest_readstream/postgres``
+    (``builds/probe``, ``builds/traced``, ``faults/interpose``).
 
     Read next to this module, whatever loader the package has: the compiler needs the sources
     as real files anyway, and ``importlib.resources`` depends on the loader (a package reached
     through an old, moved name once kept a loader with no resource reader, see ``_moved``).
     """
-    return (Path(__file__).resolve().parent / directory / name).read_text(encoding="utf-8")
+    return (Path(__file__).resolve().parents[1] / directory / name).read_text(encoding="utf-8")
 
 
 def build_root() -> Path:

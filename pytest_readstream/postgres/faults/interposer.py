@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ._cbuild import build_shared_object, package_text
-from .errors import PgHarnessError, PgNotAvailable
+from ..builds._cbuild import build_shared_object, package_text
+from ..errors import PgHarnessError, PgNotAvailable
 
 __all__ = [
     "ACTIONS",
@@ -146,7 +146,7 @@ def interposer_library() -> Path:
 
     It needs no PostgreSQL headers: it only wraps libc calls, so it builds for any server.
     """
-    sources = {name: package_text("interpose", name) for name in ("rsinterpose.c", "rsinterpose.h")}
+    sources = {name: package_text("faults/interpose", name) for name in ("rsinterpose.c", "rsinterpose.h")}
     return build_shared_object("rsinterpose", sources, libraries=("m", "dl"))
 
 

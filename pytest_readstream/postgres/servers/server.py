@@ -39,10 +39,7 @@ import psutil  # type: ignore[import-untyped]
 import psycopg
 from psycopg import conninfo as _conninfo
 
-from . import _cleanup
-from ._cluster import _PORT, _SUPERUSER, _binary_version, _Cluster, embedded_bindir
-from ._process import _server_processes
-from .errors import (
+from ..errors import (
     PgHarnessError,
     PgNotAvailable,
     PgServerDied,
@@ -50,7 +47,21 @@ from .errors import (
     PgStartupError,
     PgUnsafeDatabase,
 )
-from .faults import ControlArea, FaultInjector, interposer_library, preload_environment
+from ..faults.interposer import (
+    ControlArea,
+    FaultInjector,
+    interposer_library,
+    preload_environment,
+)
+from . import _cleanup
+from ._cluster import (
+    _PORT,
+    _SUPERUSER,
+    _binary_version,
+    _Cluster,
+    embedded_bindir,
+)
+from ._process import _server_processes
 from .scratch import DEFAULT_EXTENSIONS, ScratchDatabase
 from .settings import ServerSettings
 

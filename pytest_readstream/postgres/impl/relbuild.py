@@ -54,9 +54,9 @@ import numpy.typing as npt
 import psycopg
 from psycopg import sql
 
-from .errors import PgHarnessError
-from .observe import evict
-from .scratch import NO_AUTOVACUUM, ScratchDatabase
+from ..errors import PgHarnessError
+from ..servers.observe import evict
+from ..servers.scratch import NO_AUTOVACUUM, ScratchDatabase
 
 __all__ = [
     "BuiltRelation",

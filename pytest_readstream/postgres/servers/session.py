@@ -10,7 +10,7 @@ measurement starts.
 After a server restart the session reconnects on its next use and re-applies its settings (its
 backend pid changes). Statements that fail are reported to the server object: with
 ``io_method=sync`` an aborted read stream can leave mapped-but-invalid buffers behind
-(``read_stream.md`` §7.1), which :func:`~pytest_readstream.postgres.observe.evict` then repairs.
+(``read_stream.md`` §7.1), which :func:`~pytest_readstream.postgres.servers.observe.evict` then repairs.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any, Self
 import psycopg
 from psycopg import sql
 
+from ..errors import PgHarnessError
 from ._contracts import DatabaseHandle
-from .errors import PgHarnessError
 from .settings import SessionSettings
 
 __all__ = ["PgSession"]

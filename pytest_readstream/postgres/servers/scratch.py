@@ -26,8 +26,8 @@ from typing import Any, Self
 import psycopg
 from psycopg import sql
 
+from ..errors import PgHarnessError, PgUnsafeDatabase
 from ._contracts import ServerHandle
-from .errors import PgHarnessError, PgUnsafeDatabase
 from .observe import evict
 from .session import PgSession
 from .settings import SessionSettings
@@ -80,7 +80,7 @@ class ScratchDatabase:
     """A database the harness created on a :class:`PgServer` (``CREATE DATABASE``, ``dbcommands.c``).
 
     It also keeps the *observer* connection that takes statistics snapshots for
-    :func:`~pytest_readstream.postgres.observe.measure` without being the measured backend.
+    :func:`~pytest_readstream.postgres.servers.observe.measure` without being the measured backend.
     """
 
     def __init__(self, server: ServerHandle, name: str, extensions: tuple[str, ...]) -> None:

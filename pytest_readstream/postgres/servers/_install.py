@@ -26,8 +26,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ..errors import PgStartupError
 from ._process import _ensure_traversable, _RunAs
-from .errors import PgStartupError
 
 __all__: list[str] = []
 

@@ -131,8 +131,8 @@ def _device(latency_us: float) -> Any:
 def _request(case: TimingCase, spec: Any, *, model: bool) -> Any:
     from reference_impl import Settings
 
-    from ..protocol import ScanRequest
-    from .scanops import SERVER_VARIANTS
+    from ...protocol import ScanRequest
+    from ..impl.scanops import SERVER_VARIANTS
 
     settings = Settings(
         io_method=case.io_method,
@@ -168,7 +168,7 @@ def model_outcome(
 
     from reference_impl.storage.device import DeviceProfile
 
-    from .._reference_scans import run_scan as model_run
+    from ..._reference_scans import run_scan as model_run
 
     device = DeviceProfile(f"served-{latency_us:.0f}us", round(latency_us), 0, 1_000_000.0, channels)
     out = model_run(replace(request, device=device), costs=costs)
@@ -316,7 +316,7 @@ def run_timing(
     moves every case alike instead of deciding some of them. The calibration cases (each scan
     with no imposed latency) run in every round too.
     """
-    from .implementation import PostgresImplementation
+    from ..impl.implementation import PostgresImplementation
 
     if not isinstance(nblocks, int) or not 16 <= nblocks <= 131072:
         raise ValueError(f"nblocks = {nblocks!r} is not valid; allowed: 16..131072")

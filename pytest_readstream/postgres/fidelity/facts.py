@@ -6,7 +6,7 @@ settings: sequential scans (``SELECT count(*)``) on tables just at and just abov
 16 and 1, ``effective_io_concurrency`` 16 and 0, ``io_method`` ``worker`` and ``sync``; the
 10000-block example of ``scans.md`` §2.3; a smaller pool; and ``pg_prewarm(..., 'buffer')``
 (``scans.md`` §8). :func:`measure_facts` runs them and returns a JSON-ready document;
-``python -m pytest_readstream.postgres.facts --json PATH`` writes it. The project's tests re-run the
+``python -m pytest_readstream.postgres.fidelity.facts --json PATH`` writes it. The project's tests re-run the
 cases and compare with the stored document.
 
 What a record keeps is what does not depend on the buffer pool's history: reads and read bytes
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .observe import Measurement, evict, measure_statement
-from .scratch import ScratchDatabase
-from .server import PgServer
-from .settings import ServerSettings, SessionSettings
+from ..servers.observe import Measurement, evict, measure_statement
+from ..servers.scratch import ScratchDatabase
+from ..servers.server import PgServer
+from ..servers.settings import ServerSettings, SessionSettings
 
 __all__ = [
     "COMPARED_COUNTERS",
@@ -198,7 +198,7 @@ def measure_facts(server: PgServer, cases: Sequence[FactCase] = FACT_CASES) -> d
     return {
         "schema": SCHEMA_VERSION,
         "description": (
-            "PostgreSQL 18 measurements taken by pytest_readstream.postgres.facts on cold tables "
+            "PostgreSQL 18 measurements taken by pytest_readstream.postgres.fidelity.facts on cold tables "
             "of one 5000-byte row per page (frozen, autovacuum off); counters are the measured "
             "backend's pg_stat_get_backend_io diff, object 'relation'"
         ),
@@ -216,7 +216,7 @@ def measure_facts(server: PgServer, cases: Sequence[FactCase] = FACT_CASES) -> d
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_readstream.postgres.facts",
+        prog="python -m pytest_readstream.postgres.fidelity.facts",
         description="Measure the harness facts on a PostgreSQL 18 server the harness runs.",
     )
     parser.add_argument("--json", required=True, help="where to write the facts document")

@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ._filelock import exclusive_lock
-from ._install import make_readable
-from .errors import PgNotAvailable
+from .._filelock import exclusive_lock
+from ..errors import PgNotAvailable
+from ..servers._install import make_readable
 from .pgsource import PgSourceUnavailable, fetch_source, source_version
 
 __all__ = [

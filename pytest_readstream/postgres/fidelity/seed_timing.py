@@ -40,7 +40,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .timing import STALL_US, measure, median_of, model_ms, model_outcome, runqueue_ms, scaled_costs
+from .timing import (
+    STALL_US,
+    measure,
+    median_of,
+    model_ms,
+    model_outcome,
+    runqueue_ms,
+    scaled_costs,
+)
 
 __all__ = [
     "DEFAULT_SCALES",
@@ -107,7 +115,7 @@ def _timed_base_row(spec: Any) -> bool:
 
 
 def _skip_reason(table: Any, spec: Any) -> str | None:
-    from .scanops import NOT_OFFERED, SERVER_VARIANTS
+    from ..impl.scanops import NOT_OFFERED, SERVER_VARIANTS
 
     run = spec.runs[0]
     if run.scan in NOT_OFFERED:
@@ -130,7 +138,7 @@ def _case(table: Any, spec: Any, scale: float, device: Any) -> SeedCase:
     from reference_impl import Settings
     from reference_impl.relations import SHAPES, IndexSpec, RelationSpec
 
-    from ..protocol import ScanRequest
+    from ...protocol import ScanRequest
 
     run = spec.runs[0]
     if run.shape is not None:
@@ -190,7 +198,7 @@ def seed_cases(
     Each table's device is the one ``bench seeds`` fits at full size (its last fit, kept in the
     table's calibration as the solver's starting point).
     """
-    from ..bench.tables import build_tables
+    from ...bench.tables import build_tables
 
     if scale is not None and not (isinstance(scale, float | int) and 0 < scale <= 1):
         raise ValueError(f"scale = {scale!r} is not valid; allowed: 0 < scale <= 1")
@@ -230,7 +238,7 @@ def run_seed_server(
     progress: Any = None,
 ) -> dict[str, Any]:
     """Time ``cases`` on the server and in the model (see the module doc); the JSON-ready result."""
-    from .implementation import PostgresImplementation
+    from ..impl.implementation import PostgresImplementation
 
     if not isinstance(repeats, int) or not 1 <= repeats <= 99:
         raise ValueError(f"repeats = {repeats!r} is not valid; allowed: 1..99")

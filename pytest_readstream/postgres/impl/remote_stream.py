@@ -1,6 +1,6 @@
 """The ``stream-api`` of a PostgreSQL server: its own ``read_stream.c`` driven through the probe.
 
-:class:`RemoteStreams` (one per :class:`~pytest_readstream.postgres.implementation.PostgresImplementation`,
+:class:`RemoteStreams` (one per :class:`~pytest_readstream.postgres.impl.implementation.PostgresImplementation`,
 so one per pytest-xdist worker) answers ``begin_stream(backend, rel, callback, ...)``. The harness
 hands it its model backend and relation; the remote stream mirrors them on the server and runs
 the server's ``read_stream_begin_relation`` / ``read_stream_next_buffer`` / ``read_stream_reset`` /
@@ -45,10 +45,10 @@ from typing import Any, Protocol
 
 import psycopg
 
-from .errors import PgHarnessError
-from .foreign_io import ForeignRead, ForeignReads
-from .probe_build import ProbeInstall
-from .stream_faults import StreamFaults, read_error
+from ..builds.probe_build import ProbeInstall
+from ..errors import PgHarnessError
+from ..faults.foreign_io import ForeignRead, ForeignReads
+from ..faults.stream_faults import StreamFaults, read_error
 
 __all__ = ["RemoteStreams", "RemoteStream", "ServerObservation", "StreamUnavailable", "ProbeReport"]
 

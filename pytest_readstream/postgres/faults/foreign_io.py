@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from .errors import PgHarnessError
+from ..errors import PgHarnessError
 
 __all__ = ["ForeignRead", "ForeignReads"]
 

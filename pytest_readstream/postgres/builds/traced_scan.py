@@ -24,7 +24,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ._cbuild import ServerHeaders, build_shared_object, package_text, server_headers
+from ._cbuild import (
+    ServerHeaders,
+    build_shared_object,
+    package_text,
+    server_headers,
+)
 from .pgsource import READ_STREAM_C
 from .traced_copy import traced_copy_sources
 
@@ -63,7 +68,7 @@ class TraceEvent:
 
 def trace_header() -> str:
     """The probe's ``rsprobe_trace.h`` (the trace event the copy records)."""
-    return package_text("probe", "rsprobe_trace.h")
+    return package_text("builds/probe", "rsprobe_trace.h")
 
 
 def build_traced_scan(
@@ -78,7 +83,7 @@ def build_traced_scan(
     headers = headers or server_headers(bindir)
     sources = traced_copy_sources((Path(source_tree) / READ_STREAM_C).read_text(), mutant=mutant)
     sources["rsprobe_trace.h"] = trace_header()
-    sources["rsp_traced_scan.c"] = package_text("traced", "rsp_traced_scan.c")
+    sources["rsp_traced_scan.c"] = package_text("builds/traced", "rsp_traced_scan.c")
     return build_shared_object(
         "rsp_traced_scan", sources, headers=headers, extra_cflags=("-fvisibility=hidden",)
     )
@@ -121,7 +126,7 @@ def run_traced_scan(
     ends early, or leaves a buffer of the relation pinned after its end.
 
     ``session`` is anything with ``execute(query, params) -> rows`` (a
-    :class:`~pytest_readstream.postgres.session.PgSession`, whose backend then did the reads).
+    :class:`~pytest_readstream.postgres.servers.session.PgSession`, whose backend then did the reads).
     """
     from psycopg import sql
 

@@ -1,7 +1,7 @@
 """Building and installing the probe extension (``probe/rsprobe.c``) for a server under test.
 
 The probe's C sources ship inside the package. :func:`build_probe` compiles them with
-:func:`~pytest_readstream.postgres._cbuild.build_shared_object` against the server's own
+:func:`~pytest_readstream.postgres.builds._cbuild.build_shared_object` against the server's own
 headers (``pg_config`` in its ``bindir``), cached by compiler, server version, headers and
 source hash, and lays the result out as an extension directory of the harness's own: the
 shared object, and ``rsprobe.control`` and ``rsprobe--1.0.sql`` in its ``extension``
@@ -14,10 +14,10 @@ so nothing is written into the server's installation:
 * ``dynamic_library_path`` finds ``rsprobe.so`` (the control file names it without ``$libdir``).
 
 With ``traced_source`` (a ``read_stream.c`` text) the probe is compiled with ``-DRSPROBE_TRACED``
-together with the traced copy that :func:`pytest_readstream.postgres.traced_copy.traced_copy_sources`
+together with the traced copy that :func:`pytest_readstream.postgres.builds.traced_copy.traced_copy_sources`
 generates from it (issue 12): every ``StartReadBuffers``/``WaitReadBuffers`` of the stream is
 then reported. Missing compiler, headers or traced-copy builder raise
-:class:`~pytest_readstream.postgres._cbuild.CBuildUnavailable` with one line.
+:class:`~pytest_readstream.postgres.builds._cbuild.CBuildUnavailable` with one line.
 """
 
 from __future__ import annotations
@@ -26,7 +26,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._cbuild import CBuildUnavailable, build_shared_object, package_text, server_headers
+from ._cbuild import (
+    CBuildUnavailable,
+    build_shared_object,
+    package_text,
+    server_headers,
+)
 
 __all__ = ["PROBE_NAME", "ProbeInstall", "build_probe", "probe_sources"]
 
@@ -60,11 +65,11 @@ class ProbeInstall:
 
 def probe_sources() -> dict[str, str]:
     """The probe's C sources as shipped in the package (file name -> text)."""
-    return {name: package_text("probe", name) for name in _PACKAGE_FILES}
+    return {name: package_text("builds/probe", name) for name in _PACKAGE_FILES}
 
 
 def _extension_texts() -> dict[str, str]:
-    return {name: package_text("probe", name) for name in _EXTENSION_FILES}
+    return {name: package_text("builds/probe", name) for name in _EXTENSION_FILES}
 
 
 def build_probe(

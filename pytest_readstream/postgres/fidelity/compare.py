@@ -32,16 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._cbuild import CBuildUnavailable
-from .errors import PgHarnessError, PgNotAvailable
-from .observe import Measurement, evict, measure, warm_up
-from .pgsource import check_source, server_version
-from .scratch import ScratchDatabase
-from .server import PgServer, build_bindir, embedded_bindir
-from .session import PgSession
-from .settings import ServerSettings, SessionSettings
-from .traced_copy import TracedCopyError
-from .traced_scan import (
+from ..builds._cbuild import CBuildUnavailable
+from ..builds.pgsource import check_source, server_version
+from ..builds.traced_copy import TracedCopyError
+from ..builds.traced_scan import (
     READ_STREAM_FLAGS,
     budget_violations,
     build_traced_scan,
@@ -49,6 +43,17 @@ from .traced_scan import (
     reads,
     run_traced_scan,
 )
+from ..errors import PgHarnessError, PgNotAvailable
+from ..servers.observe import (
+    Measurement,
+    evict,
+    measure,
+    warm_up,
+)
+from ..servers.scratch import ScratchDatabase
+from ..servers.server import PgServer, build_bindir, embedded_bindir
+from ..servers.session import PgSession
+from ..servers.settings import ServerSettings, SessionSettings
 
 __all__ = [
     "SCENARIOS",

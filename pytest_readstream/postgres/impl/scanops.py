@@ -53,8 +53,8 @@ from typing import Any
 
 from psycopg import sql
 
+from ..servers.session import PgSession
 from .relbuild import BuiltRelation, UnsupportedLayout
-from .session import PgSession
 
 __all__ = [
     "SERVER_VARIANTS",
@@ -762,7 +762,7 @@ def _cursor(p: dict[str, Any]) -> ServerOp:
     commands = parse_commands(str(p.get("commands", "FETCH ALL; CLOSE")))
 
     def run(ctx: OpContext) -> dict[str, Any]:
-        from .observe import pinned_buffers
+        from ..servers.observe import pinned_buffers
 
         s = ctx.session
         rows_per_command: list[int] = []

@@ -31,8 +31,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ._filelock import exclusive_lock
-from .errors import PgHarnessError, PgNotAvailable
+from .._filelock import exclusive_lock
+from ..errors import PgHarnessError, PgNotAvailable
 
 __all__ = [
     "DEBIAN_ARCHIVE",
@@ -296,7 +296,7 @@ class TracedSource:
         try:
             if self.bindir is not None:
                 return server_version(self.bindir)
-            from ._cluster import embedded_bindir
+            from ..servers._cluster import embedded_bindir
 
             return server_version(embedded_bindir())
         except PgNotAvailable:

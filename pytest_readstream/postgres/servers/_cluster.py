@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..errors import PgHarnessError, PgNotAvailable, PgStartupError
 from . import _cleanup
 from ._install import reachable_bindir
 from ._process import (
@@ -43,7 +44,6 @@ from ._process import (
     _shared_temp_root,
 )
 from ._walquiet import QUIET_WAL_GUCS
-from .errors import PgHarnessError, PgNotAvailable, PgStartupError
 from .settings import ServerSettings
 
 __all__ = ["embedded_bindir"]

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..mutants import run_suite
+from ...mutants import run_suite
 from .traced_copy import MUTANTS
 
 __all__ = ["run_c_kill_matrix"]

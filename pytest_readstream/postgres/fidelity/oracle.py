@@ -1,17 +1,17 @@
 """``readstream oracle``: the model's predictions beside what a real PostgreSQL 18 did.
 
-For every scenario of :mod:`~pytest_readstream.postgres.scenarios` the oracle
+For every scenario of :mod:`~pytest_readstream.postgres.fidelity.scenarios` the oracle
 
 1. runs the scan through the model: ``reference_impl.scans.run_scan`` on a fresh ``Instance``
    with the scenario's settings and the relation built from its ``RelationSpec``, cold;
-2. runs it on the server through :class:`~pytest_readstream.postgres.implementation.PostgresImplementation`
+2. runs it on the server through :class:`~pytest_readstream.postgres.impl.implementation.PostgresImplementation`
    (the same spec built page for page, the same settings, cold, measured with per-backend
    ``pg_stat_io``);
 3. compares reads, read bytes and reads per I/O context, the blocks left resident in shared
    buffers (every fork of the table and its indexes) and the answer fields the scenario names.
 
 A scenario agrees when all of them are equal. When exact agreement is impossible the scenario
-names a reason (:data:`~pytest_readstream.postgres.scenarios.REASONS`) and the oracle runs that
+names a reason (:data:`~pytest_readstream.postgres.fidelity.scenarios.REASONS`) and the oracle runs that
 reason's checks; the scenario is *explained* only if they hold. Nothing is compared loosely.
 
 The JSON document (``--json PATH``) has the server's version and settings and, per scenario,
@@ -19,7 +19,7 @@ The JSON document (``--json PATH``) has the server's version and settings and, p
 ``read_bytes``, ``blocks`` (the target relation's resident main-fork blocks as ``[first, last]``
 runs), ``io`` (per context), ``resident`` (per relation and fork) and ``answer``. Stored in
 ``fixtures/golden/oracle_pg18.json`` it is the golden data the project's tests check the model
-against without a server: ``python -m pytest_readstream.postgres.oracle --json PATH`` regenerates it.
+against without a server: ``python -m pytest_readstream.postgres.fidelity.oracle --json PATH`` regenerates it.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..protocol import ScanRequest
+from ...protocol import ScanRequest
+from ..impl.relbuild import server_names
 from .facts import block_ranges
-from .relbuild import server_names
 from .scenarios import REASONS, SCENARIOS, Scenario
 
 __all__ = [
@@ -75,7 +75,7 @@ def _request(scenario: Scenario, variant: str) -> ScanRequest:
 
 
 def _server_variant(scan: str) -> str:
-    from .scanops import SERVER_VARIANTS
+    from ..impl.scanops import SERVER_VARIANTS
 
     return SERVER_VARIANTS[scan]
 
@@ -100,7 +100,7 @@ def run_model(scenario: Scenario) -> dict[str, Any]:
     from reference_impl import ForkNumber
     from reference_impl import scans as model_scans
 
-    from .._reference_scans import INDEX_SCANS, prepare_instance
+    from ..._reference_scans import INDEX_SCANS, prepare_instance
 
     request = _request(scenario, _server_variant(scenario.scan))
     inst, rel, _plan = prepare_instance(request)
@@ -492,9 +492,9 @@ def run_oracle(
     ``impl`` reuses a :class:`PostgresImplementation` (it is then not closed); otherwise one is
     made from ``dsn``/``bindir`` (default: the embedded server) and closed at the end.
     """
-    from .errors import PgSettingUnavailable
-    from .implementation import PostgresImplementation
-    from .relbuild import UnsupportedLayout
+    from ..errors import PgSettingUnavailable
+    from ..impl.implementation import PostgresImplementation
+    from ..impl.relbuild import UnsupportedLayout
 
     chosen = select(only, fast=fast)
     if only and not chosen:
@@ -572,9 +572,9 @@ def run_oracle(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pytest_readstream.postgres.oracle``: the same as ``readstream oracle``."""
+    """``python -m pytest_readstream.postgres.fidelity.oracle``: the same as ``readstream oracle``."""
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_readstream.postgres.oracle", description="Run the fidelity scenarios."
+        prog="python -m pytest_readstream.postgres.fidelity.oracle", description="Run the fidelity scenarios."
     )
     parser.add_argument("--pg-dsn")
     parser.add_argument("--pg-bindir")

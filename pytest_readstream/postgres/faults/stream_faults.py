@@ -29,7 +29,13 @@ from typing import Any
 
 import psycopg
 
-from .faults import URING_NO_DELAY, IoRule, Latency, rule_for_fault, unsupported_fault
+from .interposer import (
+    URING_NO_DELAY,
+    IoRule,
+    Latency,
+    rule_for_fault,
+    unsupported_fault,
+)
 
 __all__ = ["URING_KINDS", "StreamFaults", "io_method_problem", "read_error"]
 
