@@ -132,7 +132,11 @@ def test_an_old_name_leaves_the_new_package_its_spec_and_data_files() -> None:
         importlib.import_module("pytest_readstream._pg")
     new = importlib.import_module("pytest_readstream.postgres")
     assert new.__spec__ is not None and new.__spec__.name == "pytest_readstream.postgres"
-    text = importlib.resources.files("pytest_readstream.postgres").joinpath("builds", "probe", "rsprobe.c").read_text()
+    text = (
+        importlib.resources.files("pytest_readstream.postgres")
+        .joinpath("builds", "probe", "rsprobe.c")
+        .read_text()
+    )
     assert "read_stream" in text
     sys.modules.pop("pytest_readstream._pg", None)
 
