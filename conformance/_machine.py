@@ -169,7 +169,7 @@ def scenarios(draw: Any) -> Scenario:
 def fit_scenario(scenario: Scenario, impl: Any) -> Scenario:
     """``scenario`` without the features ``impl`` lacks (master settings, per-buffer data, pauses)."""
     settings = Settings(**scenario.settings)  # type: ignore[arg-type]
-    if settings.version == "master" and not has_capability(impl, settings, "pause-resume"):
+    if settings.version != "18" and not has_capability(impl, settings, "pause-resume"):
         settings = settings.replace(version="18")
     fitted = dataclasses.replace(scenario, settings=settings)
     if not has_capability(impl, settings, "per-buffer-data"):

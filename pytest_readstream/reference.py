@@ -40,8 +40,8 @@ class ReferenceImplementation:
     capabilities: frozenset[str] = _CAPABILITIES
 
     def capabilities_for(self, settings: Any) -> frozenset[str]:
-        """The capabilities under ``settings``: ``pause-resume`` with ``version="master"`` only."""
-        if settings is not None and getattr(settings, "version", "18") == "master":
+        """The capabilities under ``settings``: ``pause-resume`` from version 19 on."""
+        if settings is not None and getattr(settings, "version", "18") != "18":
             return self.capabilities | {"pause-resume"}
         return self.capabilities
 

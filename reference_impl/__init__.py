@@ -1,7 +1,7 @@
 """reference_impl: an executable model of PostgreSQL's streaming read path.
 
 The model does the same reads, in the same order, with the same pins as PostgreSQL 18 (or, with
-``Settings(version="master")``, the v19 development branch), on simulated storage and a virtual
+``Settings(version="19")`` or ``"20devel"`` / ``"master"``, those versions), on simulated storage and a virtual
 clock. Start from an :class:`Instance`::
 
     from reference_impl import Instance, Settings, begin_stream, block_range_read_stream_cb
@@ -181,7 +181,7 @@ def _begin_stream_of(
     these with ``debug=False``) share. ``debug=None`` leaves it to the instance's ``debug``.
     """
     pg18_class, master_class = stream_classes
-    cls = master_class if backend.settings.version == "master" else pg18_class
+    cls = pg18_class if backend.settings.version == "18" else master_class
     stream = cls(
         backend,
         rel,

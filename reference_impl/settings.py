@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import SettingError
+from .versions import VERSIONS, canonical_version
 
 __all__ = ["Settings", "GUC_RANGES", "VERSIONS", "IO_METHODS", "NUM_AUXILIARY_PROCS"]
 
 BLCKSZ = 8192
-VERSIONS = ("18", "master")
 IO_METHODS = ("sync", "worker", "io_uring")
 # PG 18: NUM_AUXILIARY_PROCS = 6 + MAX_IO_WORKERS (32).
 NUM_AUXILIARY_PROCS = 6 + 32
@@ -75,8 +75,9 @@ _UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60000.0}
 class Settings:
     """The GUCs of ``postgresql.conf`` that the read path depends on (``guc_tables.c``).
 
-    ``version`` selects the behaviour: ``"18"`` (PostgreSQL 18, the default, what the fidelity
-    checks hold the model to) or ``"master"`` (the v19 development branch's ``read_stream.c``).
+    ``version`` selects the behaviour: ``"18"`` (PostgreSQL 18, the default), ``"19"`` or
+    ``"20devel"`` (the development branch; ``"master"`` names it and is stored as ``"20devel"``),
+    each following its own source (:mod:`reference_impl.versions`).
     """
 
     version: str = "18"
@@ -105,10 +106,8 @@ class Settings:
     _derived: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.version not in VERSIONS:
-            raise SettingError(
-                f"version = {self.version!r} is not a known behaviour: allowed {', '.join(VERSIONS)}"
-            )
+        # "master" is stored as the version it names, so that equal models compare equal.
+        object.__setattr__(self, "version", canonical_version(self.version))
         if self.io_method not in IO_METHODS:
             raise SettingError(f"io_method = {self.io_method!r} is invalid: allowed {', '.join(IO_METHODS)}")
         for name in _BOOL_SETTINGS:

@@ -99,7 +99,7 @@ class HeapScan:
         self.req_sync = allow_sync
         self.use_slot = use_slot
         self.stream_flags = stream_flags
-        self.rescan_fix = (ctx.settings.version == "master") if rescan_fix is None else rescan_fix
+        self.rescan_fix = (ctx.settings.version != "18") if rescan_fix is None else rescan_fix
         self.strategy: BufferAccessStrategy | None = None
         self.nblocks = 0
         self.startblock = 0

@@ -35,7 +35,7 @@ def test_effective_io_combine_limit_is_capped_by_the_max() -> None:
         ("vacuum_buffer_usage_limit", 64, "allowed 0 (no ring) or 128 kB"),
         ("vacuum_buffer_usage_limit", 16777217, "vacuum_buffer_usage_limit"),
         ("debug_io_direct", "data,bogus", "debug_io_direct = 'data,bogus' is invalid"),
-        ("version", "17", "version = '17' is not a known behaviour: allowed 18, master"),
+        ("version", "17", "version = '17' has no model: allowed 18, 19, 20devel (or master = 20devel)"),
         ("synchronize_seqscans", "maybe", "synchronize_seqscans = 'maybe' is invalid: allowed on/off"),
         ("io_combine_limit", 1.5, "io_combine_limit = 1.5"),
     ],
@@ -64,3 +64,14 @@ def test_units_are_parsed_like_postgresql() -> None:
 
 def test_tiny_pool_gives_a_zero_pin_limit() -> None:
     assert Settings(shared_buffers=16, max_connections=1).pin_limit == 0
+
+
+def test_master_names_the_newest_version() -> None:
+    from reference_impl.versions import MASTER, model_version_for
+
+    assert Settings(version="master").version == MASTER == "20devel"
+    assert Settings(version="master") == Settings(version="20devel")
+    assert [model_version_for(n) for n in (180006, 190000, 190003, 200000)] == ["18", "19", "19", "20devel"]
+    for bad in (170010, 210000, "180006", None):
+        with pytest.raises(SettingError, match=r"without a model: allowed 18\.x, 19\.x and 20devel"):
+            model_version_for(bad)  # type: ignore[arg-type]

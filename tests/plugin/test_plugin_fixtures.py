@@ -35,7 +35,7 @@ def test_settings_default_marker_and_indirect(pytester: pytest.Pytester) -> None
             ids=["dict", "object"],
         )
         def test_indirect(readstream_settings):
-            assert readstream_settings.io_combine_limit == 4 or readstream_settings.version == "master"
+            assert readstream_settings.io_combine_limit == 4 or readstream_settings.version == "20devel"
             if readstream_settings.version == "18":
                 assert readstream_settings.io_method == "sync"  # a dict updates the marker's settings
 
