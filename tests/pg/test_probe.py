@@ -285,3 +285,50 @@ def test_one_stream_traced_end_to_end(pg_source_tree: Path, tmp_path: Path) -> N
         d.end()
     finally:
         impl.close()
+
+
+# ------------------------------------------------------------------------------ every version
+def test_each_version_is_driven_with_its_own_fields(
+    pg_version_build: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    """On 18.6, 19 and master (traced from the tree): the stream's state comes under the
+    version's own field names, and where the server declares read_stream_pause/resume the
+    callback pauses the stream and resume() lets it go on, in order."""
+    from reference_impl import Settings
+
+    label, tree, bindir = pg_version_build
+    bindir_arg = None if label == "18" else str(bindir)
+    impl = PostgresImplementation(bindir=bindir_arg, workdir=tmp_path, pytest_mode=True, source=tree)
+    try:
+        caps = impl.capabilities_for(Settings())
+        if "stream-api" not in caps:
+            pytest.skip(impl.why_lacking("stream-api") or "no stream-api")
+        assert "introspection" in caps, impl.why_lacking("introspection")
+        assert ("pause-resume" in caps) == (label != "18"), impl.why_lacking("pause-resume")
+        if label == "18":
+            d = Scenario(relation_blocks=40, blocks=list(range(40))).start(impl)
+            assert d.consume(3) == [0, 1, 2]
+            assert "distance" in d.stream.state and "readahead_distance" not in d.stream.state
+            d.end()
+            return
+        d = Scenario(relation_blocks=60, blocks=list(range(60)), pause_at=[10, 30]).start(impl)
+        got = d.consume()
+        state = d.stream.state
+        for name in (
+            "readahead_distance",
+            "combine_distance",
+            "distance_decay_holdoff",
+            "resume_readahead_distance",
+        ):
+            assert name in state, name
+        assert "distance" not in state and d.stream.distance == state["readahead_distance"]
+        assert got == list(range(10)) and d.source.paused
+        d.resume()
+        got += d.consume()
+        assert got == list(range(30)) and d.source.paused
+        d.resume()
+        got += d.consume()
+        assert got == list(range(60))
+        d.end()
+    finally:
+        impl.close()
