@@ -88,7 +88,6 @@ class Instance:
             record_reads=self.record_reads if record_reads is None else record_reads,
         )
         self.backends.append(be)
-        self.pool.backends.append(be)
         return be
 
     def simulate(self, *procs: Callable[[], Any], names: list[str] | None = None) -> list[Any]:

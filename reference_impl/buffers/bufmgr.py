@@ -31,12 +31,18 @@ pin budget a stream gets (``get_additional_pin_limit``) is computed from them.
 from __future__ import annotations
 
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..clock import VirtualClock
+from ..costs import CpuCosts
 from ..errors import ModelUsageError, NoUnpinnedBuffers, PgError, PinLeakError, QueryCanceled
+from ..io.methods import IOMethod
 from ..observer import ReadPathObserver, combine, overrides
+from ..settings import Settings
 from ..stats import BackendStats, ReadRecord, RelationStats
+from ..storage.device import Device
 from ..storage.relation import FORK_NAMES, RELSEG_SIZE, ForkNumber, Relation
+from ..storage.smgr import Storage
 from .pool import (
     BM_DIRTY,
     BM_MAX_USAGE_COUNT,
@@ -49,9 +55,6 @@ from .pool import (
 )
 from .refcount import REFCOUNT_ARRAY_ENTRIES, PrivateRefCount
 from .strategy import BufferAccessStrategy, io_context_for_strategy
-
-if TYPE_CHECKING:
-    from ..instance import Instance
 
 __all__ = [
     "Backend",
@@ -74,6 +77,27 @@ RBM_NORMAL = "normal"
 RBM_ZERO_ON_ERROR = "zero_on_error"
 RBM_ZERO_AND_LOCK = "zero_and_lock"
 _MODES = (RBM_NORMAL, RBM_ZERO_ON_ERROR, RBM_ZERO_AND_LOCK)
+
+
+class BufferManagerHost(Protocol):
+    """The instance a backend runs on (:class:`~reference_impl.instance.Instance`), as the
+    buffer manager uses it: the shared buffer pool, storage, the I/O method and the clock.
+
+    The instance starts backends, so it depends on this module; this module knows it only
+    through this protocol.
+    """
+
+    settings: Settings
+    clock: VirtualClock
+    costs: CpuCosts
+    device: Device
+    storage: Storage
+    pool: BufferPool
+    io_method: IOMethod
+    debug: bool
+
+    def prewarm(self, rel: Relation, blocks: range | list[int] | None = None, fork: ForkNumber = ...) -> None:
+        """Make blocks resident without counting anything (``Instance.prewarm``)."""
 
 
 class ReadBuffersOperation:
@@ -123,7 +147,7 @@ class Backend:
 
     def __init__(
         self,
-        instance: Instance,
+        instance: BufferManagerHost,
         backend_id: int,
         name: str,
         *,

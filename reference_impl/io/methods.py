@@ -31,7 +31,7 @@ from ..settings import IO_METHODS
 from ..storage.smgr import Storage
 
 if TYPE_CHECKING:
-    from ..buffers.pool import InflightIO
+    from .handle import InflightIO
 
 __all__ = [
     "IOMethod",
