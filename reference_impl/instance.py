@@ -71,7 +71,7 @@ class Instance:
         )
         self.pool = BufferPool(self.settings, self.clock, self.storage)
         self.io_method = make_io_method(
-            self.settings.io_method, self.storage, self.costs, self.settings.io_workers
+            self.settings.io_method, self.storage, self.costs, settings=self.settings
         )
         self.record_reads = record_reads
         self.debug = debug
