@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .buffers.bufmgr import Backend
-from .buffers.pool import BufferPool, InflightIO
+from .buffers.bufmgr19 import Backend19
+from .buffers.pool import BufferPool, BufferPool19, InflightIO
 from .buffers.strategy import (
     BufferAccessStrategy,
     BufferAccessStrategyType,
@@ -69,7 +70,10 @@ class Instance:
             page_cache=self.page_cache,
             faults=faults if faults is not None else FaultPlan(),
         )
-        self.pool = BufferPool(self.settings, self.clock, self.storage)
+        # PostgreSQL 18's buffer manager, or 19's (no free list; the read path of bufmgr19).
+        v18 = self.settings.version == "18"
+        self.pool: BufferPool = (BufferPool if v18 else BufferPool19)(self.settings, self.clock, self.storage)
+        self._backend_class: type[Backend] = Backend if v18 else Backend19
         self.io_method = make_io_method(
             self.settings.io_method, self.storage, self.costs, settings=self.settings
         )
@@ -81,7 +85,7 @@ class Instance:
     def backend(self, name: str | None = None, *, record_reads: bool | None = None) -> Backend:
         """Start a new backend (client connection) on this instance."""
         bid = len(self.backends) + 1
-        be = Backend(
+        be = self._backend_class(
             self,
             bid,
             name or f"backend{bid}",

@@ -443,7 +443,7 @@ class HeuristicReadahead:
             bufs = [INVALID_BUFFER] * n
             accepted, started = backend.start_read_buffers(op, bufs, 0, start, n, 0)
             ioh = op.ioh
-            if started and ioh is not None:
+            if started and ioh is not None and not op.foreign_io:
                 st.speculative_ios += 1
                 st.speculative_blocks += ioh.nblocks
                 self._inflight.append(ioh)

@@ -116,6 +116,7 @@ class ReadBuffersOperation:
         "ioh",
         "context",
         "relstats",
+        "foreign_io",
     )
 
     def __init__(
@@ -136,6 +137,9 @@ class ReadBuffersOperation:
         self.ioh: InflightIO | None = None
         self.context = "normal" if strategy is None else strategy.context  # IOContextForStrategy
         self.relstats: Any = None
+        # PostgreSQL 19: the head block's I/O was in progress (this backend's or another's) and
+        # ``ioh`` is that I/O, which WaitReadBuffers waits for (``operation->foreign_io``).
+        self.foreign_io = False
 
     def set_strategy(self, strategy: BufferAccessStrategy | None) -> None:
         self.strategy = strategy
@@ -143,7 +147,11 @@ class ReadBuffersOperation:
 
 
 class Backend:
-    """One backend process's buffer manager state and read functions (``bufmgr.c``)."""
+    """One backend process's buffer manager state and read functions (``bufmgr.c``), as
+    PostgreSQL 18 has them; :class:`~reference_impl.buffers.bufmgr19.Backend19` is 19's."""
+
+    #: The private reference counts' implementation (``PrivateRefCountArray`` and hash).
+    refcount_class: type[PrivateRefCount] = PrivateRefCount
 
     def __init__(
         self,
@@ -162,7 +170,7 @@ class Backend:
         self.storage = instance.storage
         self.io_method = instance.io_method
         self.costs = instance.costs
-        self.refs = PrivateRefCount()
+        self.refs = self.refcount_class()
         # The private count's two tables and the shared pin counts, which are never replaced,
         # for the per-block paths.
         self._ref_pos = self.refs.pos
@@ -1147,6 +1155,19 @@ class Backend:
         if (buf_io[head] is not None or pool_flags[head] & BM_VALID) and not self._can_start_io(head, False):
             self._count_read_by_another(op)
             return False, 1
+        return self._start_read_io(op, head)
+
+    def _start_read_io(self, op: ReadBuffersOperation, head: int) -> tuple[bool, int]:
+        """``AsyncReadBuffers`` once I/O can be started on the head block (``StartBufferIO``
+        said so): the candidates after it, the handle, its submission; (True, blocks read).
+        The same in every version; only the head's test differs."""
+        pool = self.pool
+        clock = self.clock
+        buffers = op.buffers
+        base = op.index
+        done = op.nblocks_done
+        buf_io = pool.buf_io
+        pool_flags = pool.flags
         io_bufs = buffers[base + done : base + op.nblocks]  # the head, then the candidates
         n = len(io_bufs)
         consecutive = False

@@ -37,6 +37,7 @@ from .strategy import BAS_BULKREAD, BufferAccessStrategy
 
 __all__ = [
     "BufferPool",
+    "BufferPool19",
     "InflightIO",
     "INVALID_BUFFER",
     "BM_VALID",
@@ -497,3 +498,38 @@ class BufferPool:
 
     def ios_in_flight(self) -> int:
         return sum(1 for _, _, ioh in self._completions if not ioh.done)
+
+
+class BufferPool19(BufferPool):
+    """The shared buffer pool of PostgreSQL 19 and later: no free list (``freelist.c``).
+
+    19 removed ``firstFreeBuffer``/``lastFreeBuffer``, ``StrategyFreeBuffer`` and
+    ``have_free_buffer``: ``StrategyGetBuffer`` is the ring, then the clock sweep alone. A new
+    pool's buffers (all unused) are found by the sweep from buffer 0, in the same order the free
+    list gave them, but the hand moves (a complete pass when it wraps), and a buffer
+    ``InvalidateBuffer`` drops (``DropRelationBuffers``) is no longer put first in line: the
+    sweep reaches it when it gets there (usage count 0). The free list of the base class stays
+    empty, so every victim search in the model goes straight to the sweep.
+    """
+
+    def __init__(self, settings: Settings, clock: VirtualClock, storage: Storage) -> None:
+        super().__init__(settings, clock, storage)
+        # StrategyCtlShmemInit: the clock-sweep hand at 0, and no list of free buffers.
+        self.freelist.clear()
+        self.in_freelist = bytearray(self.nbuffers)
+
+    def invalidate_buffer(self, buf: int) -> None:
+        """``InvalidateBuffer`` of PostgreSQL 19: forget a slot's page (tag, flags and usage
+        count cleared); no ``StrategyFreeBuffer``."""
+        if self.refcount[buf]:
+            raise ModelUsageError(f"cannot invalidate buffer {buf}: it is pinned")
+        t = self.tag[buf]
+        if t >= 0:
+            del self.mapping[t]
+        self.tag[buf] = -1
+        self.flags[buf] = 0
+        self.usage[buf] = 0
+
+    def strategy_free_buffer(self, buf: int) -> None:
+        """PostgreSQL 19 has no free list (``StrategyFreeBuffer`` is gone)."""
+        raise ModelUsageError("StrategyFreeBuffer does not exist in PostgreSQL 19: there is no free list")
