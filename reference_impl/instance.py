@@ -110,10 +110,19 @@ class Instance:
         forks: dict[ForkNumber, int] | None = None,
         content: PageContent | None = None,
         is_catalog: bool = False,
+        temp_of: Backend | None = None,
     ) -> Relation:
-        """Create a relation directly in storage (the fixture back door)."""
+        """Create a relation directly in storage (the fixture back door); with ``temp_of``, a
+        temporary relation of that backend (``CREATE TEMP TABLE`` in its session), read through
+        its local buffers."""
         return self.storage.create_relation(
-            name, main_blocks, forks=forks, content=content, is_catalog=is_catalog
+            name,
+            main_blocks,
+            forks=forks,
+            content=content,
+            is_catalog=is_catalog,
+            persistence="p" if temp_of is None else "t",
+            temp_owner=None if temp_of is None else temp_of.id,
         )
 
     def relation(self, name: str) -> Relation:

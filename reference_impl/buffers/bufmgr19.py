@@ -22,6 +22,8 @@ check in ``ExtendBufferedRelTo``).
   ``READ_BUFFERS_SYNCHRONOUSLY`` itself (``read_stream_next_buffer``).
 * **Private reference counts** reserve the last free array entry
   (:class:`~reference_impl.buffers.refcount.PrivateRefCount19`).
+* **Local buffers** (temporary relations) join their own I/O in progress the same way
+  (``StartLocalBufferIO`` with a wait reference); the pin limits are 18's.
 * **No buffer free list** (:class:`~reference_impl.buffers.pool.BufferPool19`, made by the
   instance).
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 from ..io.handle import InflightIO
 from .bufmgr import Backend, ReadBuffersOperation
+from .localbuf import local_id
 from .pool import BM_VALID
 from .refcount import PrivateRefCount, PrivateRefCount19
 
@@ -66,6 +69,29 @@ class Backend19(Backend):
         # stopping at a block in progress or valid) and the I/O, as in 18.
         return self._start_read_io(op, head)
 
+    def _async_read_local_buffers(self, op: ReadBuffersOperation) -> tuple[bool, int]:
+        """``AsyncReadBuffers`` on local buffers, PostgreSQL 19: ``StartLocalBufferIO(head,
+        wait=true, &operation->io_wref)`` joins an I/O in progress on the head (this backend's
+        own) instead of waiting for it."""
+        pool = self.pool
+        comps = pool._completions
+        if comps and comps[0][0] <= self.clock.now:
+            pool.poll()
+        local = self.local_buffers()
+        head = local_id(op.buffers[op.index + op.nblocks_done])
+        op.foreign_io = False
+        op.ioh = None
+        ioh = local.buf_io[head]
+        if ioh is not None:
+            op.ioh = ioh
+            op.foreign_io = True
+            return True, 1
+        if local.flags[head] & BM_VALID:
+            op.nblocks_done += 1
+            self._track_local_hit(op.relstats)
+            return False, 1
+        return self._start_local_read_io(op, head)
+
     def wait_read_buffers(self, op: ReadBuffersOperation) -> bool:
         """``WaitReadBuffers`` of PostgreSQL 19: wait for (or, under ``sync``, perform) the
         operation's reads, raise a read's error, and return ``needed_wait``.
@@ -81,6 +107,7 @@ class Backend19(Backend):
         clock = self.clock
         st = self.stats
         needed_wait = False
+        temporary = op.rel.persistence == "t"
         while True:
             ioh: InflightIO | None = op.ioh
             if ioh is not None:
@@ -97,7 +124,11 @@ class Backend19(Backend):
                 op.ioh = None
                 if op.foreign_io:
                     head = op.buffers[op.index + op.nblocks_done]
-                    if pool.flags[head] & BM_VALID:
+                    if temporary:
+                        if self.local_buffers().flags[local_id(head)] & BM_VALID:
+                            op.nblocks_done += 1
+                            self._track_local_hit(op.relstats)
+                    elif pool.flags[head] & BM_VALID:
                         # Track this as a 'hit' for this backend; the backend performing the
                         # I/O tracks it as a 'read'. A failed foreign I/O leaves the block to
                         # the retry below.
@@ -115,4 +146,7 @@ class Backend19(Backend):
             # If the I/O completed only partially, we need to perform additional work:
             # consider that a form of having had to wait.
             needed_wait = True
-            self._async_read_buffers(op)
+            if temporary:
+                self._async_read_local_buffers(op)
+            else:
+                self._async_read_buffers(op)

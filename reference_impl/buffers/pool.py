@@ -160,6 +160,10 @@ class BufferPool:
 
     def complete_io(self, ioh: InflightIO) -> None:
         """Terminate the I/O: valid / error / short-read tail, and drop the I/O's pins."""
+        if ioh.local is not None:
+            # A read into a backend's local buffers (a temporary relation).
+            ioh.local.complete_io(ioh)
+            return
         out = ioh.outcome
         if out is None:
             raise ModelUsageError(f"{ioh!r} completed before it was issued")

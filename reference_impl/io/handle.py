@@ -49,6 +49,7 @@ class InflightIO:
         "record",
         "backend",
         "consecutive",
+        "local",
     )
 
     def __init__(
@@ -87,6 +88,9 @@ class InflightIO:
         # the consecutive slots bufs[0] .. bufs[0] + nblocks - 1, so their per-buffer state is
         # updated as slices.
         self.consecutive = False
+        # The backend's local buffers (buffers.localbuf.LocalBuffers) for a read of a temporary
+        # relation, whose ``bufs`` are then local buffer ids; None for shared buffers.
+        self.local: Any = None
 
     @property
     def ok_blocks(self) -> int:
