@@ -117,8 +117,8 @@ class ReadPathObserver:
         needed_wait: bool,
         error: PgError | None,
     ) -> None:
-        """``WaitReadBuffers(op)`` ran from ``start_us`` to ``end_us``; ``needed_wait`` is master's
-        return value; ``error`` is the error it raised, if any."""
+        """``WaitReadBuffers(op)`` ran from ``start_us`` to ``end_us``; ``needed_wait`` is the
+        version's return value (``Backend.wait_read_buffers``); ``error`` is the error it raised, if any."""
 
     def buffer_released(self, backend: ObservedBackend, buf: int) -> None:
         """``ReleaseBuffer(buf)`` dropped one of this backend's pins."""

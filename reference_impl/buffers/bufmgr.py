@@ -1308,8 +1308,10 @@ class Backend:
     def wait_read_buffers(self, op: ReadBuffersOperation) -> bool:
         """``WaitReadBuffers``: wait for (or, under ``sync``, perform) the read; raise its error.
 
-        Returns whether the backend had to block (master's return value): an I/O still in
-        flight, or one it had to perform itself. Observers hear ``read_buffers_waiting`` and
+        PostgreSQL 18's ``WaitReadBuffers`` returns nothing; the model returns whether the
+        backend had to block: an I/O still in flight (its clock moved), or a retry it performed
+        itself. 19's ``needed_wait`` is :meth:`Backend19.wait_read_buffers
+        <reference_impl.buffers.bufmgr19.Backend19.wait_read_buffers>`. Observers hear ``read_buffers_waiting`` and
         ``read_buffers_waited`` around it (:meth:`_observed_wait_read_buffers`).
         """
         if self._wait_observer is not None and not self._in_observed_wait:
