@@ -549,6 +549,7 @@ def _lazy_truncate_heap(ctx: ScanContext, vac: _LVRelState, strategy: BufferAcce
 
 @register_scan(
     "vacuum",
+    streamed_since="18",
     models="heap_vacuum_rel → lazy_scan_heap, lazy_vacuum, lazy_vacuum_heap_rel, lazy_truncate_heap "
     "(vacuumlazy.c) with the index AMs' ambulkdelete/amvacuumcleanup",
     description="VACUUM of a table and its indexes: streamed = PostgreSQL 18 (phase I, phase III, "
