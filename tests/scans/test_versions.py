@@ -112,6 +112,31 @@ def _hash_table(nblocks: int = 120) -> RelationSpec:
     )
 
 
+def _vacuum_reads(version: str, **params: Any) -> tuple[Any, Any]:
+    inst = Instance(Settings(version=version, io_method="sync", shared_buffers=4096))
+    srel = build_relation(inst, _hash_table())
+    res = run_scan("vacuum", inst.backend(), srel.heap, **params)
+    assert res.error is None, res.error
+    index = srel.index()
+    return res, [r for r in res.reads if r.relation == index.name]
+
+
+def test_vacuum_reads_hash_buckets_one_by_one_in_18_and_streams_them_from_19() -> None:
+    res18, hash18 = _vacuum_reads("18")
+    assert hash18 and max(r.nblocks for r in hash18) == 1
+    for version in NEWER:
+        res, hashr = _vacuum_reads(version)
+        assert max(r.nblocks for r in hashr) > 1, version  # primary bucket pages combined
+        assert len(hashr) < len(hash18)
+        assert res.result["indexes"] == res18.result["indexes"]
+        assert len(res.stream_stats) == len(res18.stream_stats) + 1
+    # hash_stream chooses explicitly: off runs 18's hash code in 19, on runs 19's in 18.
+    _, off19 = _vacuum_reads("19", hash_stream=False)
+    assert max(r.nblocks for r in off19) == 1
+    _, on18 = _vacuum_reads("18", hash_stream=True)
+    assert max(r.nblocks for r in on18) > 1
+
+
 class _Order(ReadPathObserver):
     def __init__(self, relation: str) -> None:
         self.relation = relation
@@ -152,6 +177,108 @@ def test_hash_bulk_delete_begins_its_stream_before_the_metapage_only_in_20devel(
     assert res.error is None
     assert obs.events[0] == first
     assert ("start", 0) in obs.events[:2] and ("begun", -1) in obs.events[:2]
+
+
+# ------------------------------------------------------------------------------ failsafe
+def _failsafe_vacuum(version: str, variant: str = "streamed") -> Any:
+    """A VACUUM whose dead-TID store fills after a few pages; the failsafe engages at the
+    precheck of that first round of index vacuuming (check 2; check 1 is before phase I)."""
+    spec = RelationSpec(
+        name="t",
+        nblocks=400,
+        tuples_per_page=40,
+        dead_fraction=0.2,
+        indexes=(IndexSpec("btree"),),
+        seed=11,
+    )
+    inst = Instance(Settings(version=version, io_method="sync", shared_buffers=4096))
+    srel = build_relation(inst, spec)
+    res = run_scan(
+        "vacuum",
+        inst.backend(),
+        srel.heap,
+        variant=variant,
+        dead_items_max=200,
+        failsafe_at_check=2,
+        buffer_usage_limit=256,
+    )
+    assert res.error is None, res.error
+    return res
+
+
+def _heap_contexts(res: Any) -> list[str]:
+    return [r.context for r in res.reads if r.relation == "t" and r.fork == "main"]
+
+
+def _eighteen_clears() -> bool:
+    inst = Instance(Settings(version="18"))
+    from reference_impl import begin_stream
+
+    stream = begin_stream(inst.backend(), inst.create_relation("x", 1), lambda s, p: -1)
+    has = hasattr(stream, "clear_strategy")
+    stream.end()
+    return has
+
+
+@pytest.mark.parametrize("version", ["18", "20devel"])
+def test_failsafe_clears_the_phase_one_stream_ring_in_18_and_20devel(version: str) -> None:
+    if version == "18" and not _eighteen_clears():
+        pytest.skip("the 18 stream model has no clear_strategy yet (the per-version stream models add it)")
+    res = _failsafe_vacuum(version)
+    assert res.result["failsafe"] is True
+    assert res.result["num_index_scans"] == 0 and res.result["phase3_pages"] == 0
+    assert res.result["indexes"] == {}  # no bulk delete started, no cleanup
+    ctxs = _heap_contexts(res)
+    first_normal = ctxs.index("normal")
+    assert set(ctxs[:first_normal]) == {"vacuum"}
+    assert set(ctxs[first_normal:]) == {"normal"}, "after the failsafe phase I reads without the ring"
+
+
+def test_failsafe_leaves_the_phase_one_stream_its_ring_in_19beta1() -> None:
+    res = _failsafe_vacuum("19")
+    assert res.result["failsafe"] is True
+    assert res.result["num_index_scans"] == 0 and res.result["phase3_pages"] == 0
+    assert set(_heap_contexts(res)) == {"vacuum"}, "19beta1 only sets vacrel->bstrategy = NULL"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_unstreamed_phase_one_drops_the_ring_with_the_failsafe(version: str) -> None:
+    res = _failsafe_vacuum(version, "unstreamed")
+    ctxs = _heap_contexts(res)
+    assert ctxs[0] == "vacuum" and ctxs[-1] == "normal"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_failsafe_from_the_precheck_starts_phase_one_without_a_ring(version: str) -> None:
+    """Engaged before phase I, the stream begins with ``vacrel->bstrategy = NULL`` in every
+    version; truncation and index work are off, so the answer is the same in all three."""
+    if version == "18" and not _eighteen_clears():
+        pytest.skip("the 18 stream model has no clear_strategy yet (the per-version stream models add it)")
+    spec = RelationSpec(name="t", nblocks=200, dead_fraction=0.3, indexes=(IndexSpec("btree"),), seed=2)
+    inst = Instance(Settings(version=version, io_method="sync", shared_buffers=4096))
+    srel = build_relation(inst, spec)
+    res = run_scan("vacuum", inst.backend(), srel.heap, failsafe_at_check=1)
+    assert res.error is None
+    assert set(_heap_contexts(res)) == {"normal"}
+    assert res.result["failsafe"] and res.result["num_index_scans"] == 0
+    assert res.result["removed_pages"] == 0
+
+
+def test_no_failsafe_by_default() -> None:
+    for version in VERSIONS:
+        res = _failsafe_vacuum_plain(version)
+        assert "failsafe" not in res.result
+        assert set(_heap_contexts(res)) == {"vacuum"}
+        late = _failsafe_vacuum_plain(version, failsafe_at_check=10_000)
+        assert late.result["failsafe"] is False
+        assert _heap_contexts(late) == _heap_contexts(res)
+
+
+def _failsafe_vacuum_plain(version: str, **params: Any) -> Any:
+    spec = RelationSpec(name="t", nblocks=100, dead_fraction=0.2, indexes=(IndexSpec("btree"),), seed=3)
+    inst = Instance(Settings(version=version, io_method="sync", shared_buffers=4096))
+    srel = build_relation(inst, spec)
+    return run_scan("vacuum", inst.backend(), srel.heap, buffer_usage_limit=256, **params)
 
 
 # ------------------------------------------------------------------------------ EXPLAIN (IO)
