@@ -47,6 +47,10 @@ _STREAMED_IN_ALL = (
     "pgstattuple",
     "cursor",
     "createdb_wal_log",
+    "pg_visibility_rel",
+    "pg_check_visible",
+    "pg_check_frozen",
+    "autoprewarm",
 )
 _UNSTREAMED_IN_ALL = (
     "indexscan",
@@ -59,6 +63,8 @@ _UNSTREAMED_IN_ALL = (
     "pg_prewarm_prefetch",
     "log_newpage_range",
     "data_checksums",
+    "pg_visibility_map_rel",
+    "pg_visibility_map_summary",
 )
 
 

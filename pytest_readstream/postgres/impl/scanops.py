@@ -97,6 +97,13 @@ NOT_OFFERED: dict[str, str] = {
     "log_newpage_range": "log_newpage_range has no SQL entry point for one relation",
     "createdb_wal_log": "CREATE DATABASE copies a whole template database, not one relation",
     "data_checksums": "online data-checksum enabling exists only in the development branch",
+    "autoprewarm": "autoprewarm reloads its dump in a background worker at server start, "
+    "not in the measured session",
+    "pg_visibility_rel": "not run on a server yet: scanops has no SQL for pg_visibility",
+    "pg_visibility_map_rel": "not run on a server yet: scanops has no SQL for pg_visibility",
+    "pg_visibility_map_summary": "not run on a server yet: scanops has no SQL for pg_visibility",
+    "pg_check_visible": "not run on a server yet: scanops has no SQL for pg_visibility",
+    "pg_check_frozen": "not run on a server yet: scanops has no SQL for pg_visibility",
 }
 
 
