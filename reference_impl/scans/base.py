@@ -207,6 +207,10 @@ class ScanContext:
         self.notes: dict[str, Any] = {}
         #: The ``IOStats`` an instrumented scan's stream fills (``instrument_stream``).
         self.io_stats: Any = None
+        #: Index relations whose metapage this backend holds in its relcache (``rd_amcache``).
+        self.amcache: set[str] = set()
+        #: What an index AM's calls of one command leave for the next (pages a bulk delete emptied).
+        self.amstate: dict[str, Any] = {}
         self._page_us = self.costs.page_process_us
         self._tuple_us = self.costs.tuple_process_us
 

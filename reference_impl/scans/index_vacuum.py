@@ -39,6 +39,7 @@ VACUUM's phase I would collect from the heap the index is built on: ``btvacuumsc
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +82,12 @@ __all__ = [
 # A hash index tuple is an 8-byte header plus the 4-byte hash code, MAXALIGNed, plus its line
 # pointer: (8192 - 24 page header - 16 special) // 20.
 HASH_ITEMS_PER_PAGE = (8192 - 24 - 16) // 20
-_INDEX_KINDS = ("btree", "hash", "gist")
+_INDEX_KINDS = ("btree", "hash", "gist", "spgist", "gin", "brin", "bloom")
+#: The access methods whose VACUUM passes PostgreSQL 19 streams and 18 reads block by block
+#: (hash bulk delete has its own switch, ``hash_stream``).
+AMS_STREAMED_FROM_19 = ("gin", "brin", "bloom")
+#: The modules of the other access methods' ambulkdelete/amvacuumcleanup.
+_AM_MODULES = {"spgist": "spgvacuum", "gin": "ginvacuum", "brin": "brinvacuum", "bloom": "blvacuum"}
 
 
 @dataclass(frozen=True)
@@ -91,14 +97,19 @@ class IndexVacuumOptions:
     #: Stream the hash bucket pages: PostgreSQL 19's ``hashbulkdelete`` (18 reads them one by one).
     hash_stream: bool = False
     hash_metapage_cached: bool = False
+    #: Run the GIN, BRIN and bloom passes PostgreSQL 19 streams as 19 does (18 reads them one
+    #: block at a time): VACUUM sets it from the version, the standalone scans when streamed.
+    streams_of_19: bool = False
 
 
 def index_kind(index: Relation) -> str:
-    """The access method of a synthetic index relation (``btree``, ``hash`` or ``gist``)."""
+    """The access method of a synthetic index relation (``btree``, ``hash``, ``gist``, ``spgist``,
+    ``gin``, ``brin`` or ``bloom``)."""
     kind = getattr(index.content, "kind", None)
     if kind not in _INDEX_KINDS:
         raise ModelUsageError(
-            f"relation {index.name!r} is not a synthetic btree, hash or GiST index (content kind {kind!r})"
+            f"relation {index.name!r} is not a synthetic index of {', '.join(_INDEX_KINDS)} "
+            f"(content kind {kind!r})"
         )
     return str(kind)
 
@@ -562,6 +573,9 @@ def index_bulkdelete(
         return _hashbulkdelete(
             ctx, index, dead, stats, strategy, streamed and opts.hash_stream, opts.hash_metapage_cached
         )
+    if kind in _AM_MODULES:
+        am = importlib.import_module(f".{_AM_MODULES[kind]}", __package__)
+        return am.ambulkdelete(ctx, index, dead, stats, strategy, streamed, opts)  # type: ignore[no-any-return]
     if stats is None:
         stats = IndexBulkDeleteResult()
     if kind == "btree":
@@ -581,6 +595,9 @@ def index_vacuumcleanup(
 ) -> IndexBulkDeleteResult | None:
     """``index_vacuum_cleanup`` → the AM's ``amvacuumcleanup``."""
     kind = index_kind(index)
+    if kind in _AM_MODULES:
+        am = importlib.import_module(f".{_AM_MODULES[kind]}", __package__)
+        return am.amvacuumcleanup(ctx, index, stats, strategy, streamed, opts)  # type: ignore[no-any-return]
     if kind == "hash":
         if stats is None:
             return None
@@ -708,3 +725,75 @@ def gistvacuumscan(
     return _bulkdelete_then_cleanup(
         ctx, rel, "gist", streamed=streamed, buffer_usage_limit=buffer_usage_limit, opts=IndexVacuumOptions()
     )
+
+
+# ---------------------------------------------------------------------------------------- shared
+def block_range_pass(
+    ctx: ScanContext,
+    index: Relation,
+    start: int,
+    nblocks: int,
+    strategy: BufferAccessStrategy | None,
+    streamed: bool,
+    page_fn: Any,
+    *,
+    flags: int = READ_STREAM_MAINTENANCE | READ_STREAM_FULL | READ_STREAM_USE_BATCHING,
+) -> None:
+    """The ``for (blkno = start; blkno < nblocks; blkno++)`` loop of the index passes PostgreSQL 19
+    streams (``blbulkdelete``, ``blvacuumcleanup``, ``ginvacuumcleanup`` ...).
+
+    Each block: ``vacuum_delay_point``, then the buffer (``read_stream_next_buffer`` of a
+    block-range stream over ``start .. nblocks - 1``, or 18's ``ReadBufferExtended`` with
+    ``strategy``), then ``page_fn(buf, blkno)``, which releases it. Streamed, the loop ends with
+    ``Assert(read_stream_next_buffer(stream, NULL) == InvalidBuffer)`` and ``read_stream_end``.
+    """
+    from .. import begin_stream
+
+    be = ctx.backend
+    stream = None
+    if streamed:
+        stream = begin_stream(
+            be,
+            index,
+            block_range_read_stream_cb,
+            BlockRangeReadStreamPrivate(start, nblocks),
+            flags=flags,
+            strategy=strategy,
+        )
+        ctx.track_stream(stream)
+    for blkno in range(start, nblocks):
+        vacuum_delay_point(be)
+        if stream is not None:
+            buf = stream.next_buffer()
+        else:
+            buf = be.read_buffer(index, blkno, ForkNumber.MAIN, strategy)
+        page_fn(buf, blkno)
+    if stream is not None:
+        if stream.next_buffer() >= 0:
+            raise ModelUsageError(f"the block-range stream of {index.name!r} went past block {nblocks - 1}")
+        stream.end()
+
+
+def read_metapage_once(ctx: ScanContext, index: Relation, block: int = 0) -> None:
+    """An AM's ``init*State`` filling ``rd_amcache`` from the metapage (``ReadBuffer``, no strategy):
+    read only the first time this backend needs it (``ScanContext.amcache``)."""
+    if index.name in ctx.amcache:
+        return
+    be = ctx.backend
+    be.release_buffer(be.read_buffer(index, block, ForkNumber.MAIN, None))
+    ctx.amcache.add(index.name)
+
+
+def index_fsm_vacuum(ctx: ScanContext, index: Relation) -> None:
+    """``IndexFreeSpaceMapVacuum`` / ``FreeSpaceMapVacuum``: the whole index FSM (nothing without
+    one: a freshly built index has none, except BRIN)."""
+    from ._forkmaps import fsm_vacuum_range
+
+    fsm_vacuum_range(ctx.backend, index, 0, InvalidBlockNumber)
+
+
+def record_free_index_page(ctx: ScanContext, index: Relation, blkno: int) -> None:
+    """``RecordFreeIndexPage``: the page's FSM leaf, the fork extended if it does not reach it."""
+    from ._forkmaps import record_free_space
+
+    record_free_space(ctx.backend, index, blkno)

@@ -41,8 +41,9 @@ stream's next buffer, PostgreSQL 19beta1 does not (its phase I keeps reading thr
 Variants. ``streamed`` is the version's own code. PostgreSQL 18: phase I
 (``READ_STREAM_MAINTENANCE``, per-buffer flags, no fast path), phase III (``MAINTENANCE |
 USE_BATCHING``), btree and GiST bulk delete (``MAINTENANCE | FULL | USE_BATCHING``) are
-streams, hash bulk delete is not; PostgreSQL 19 streams hash bulk delete's bucket pages as well
-(``hash_stream`` chooses otherwise: off runs 18's hash code, on runs 19's on 18's stream).
+streams, as is SP-GiST's bulk delete, hash bulk delete is not; PostgreSQL 19 streams hash bulk
+delete's bucket pages as well (``hash_stream`` chooses otherwise: off runs 18's hash code, on
+runs 19's on 18's stream), and GIN's and BRIN's cleanup and bloom's passes.
 ``unstreamed`` is the PostgreSQL 16 shape:
 every heap and index page one ``ReadBufferExtended`` at a time, with the same ring and the same
 block choices. Both variants visit the same pages and return the same answer.
@@ -733,7 +734,11 @@ def vacuum(
         bstrategy=strategy,
         failsafe_at_check=failsafe_at_check,
     )
-    opts = IndexVacuumOptions(hash_stream=hash_stream, hash_metapage_cached=hash_metapage_cached)
+    opts = IndexVacuumOptions(
+        hash_stream=hash_stream,
+        hash_metapage_cached=hash_metapage_cached,
+        streams_of_19=ctx.version_at_least("19"),  # GIN and BRIN cleanup, bloom's passes
+    )
     orig_pages = vac.rel_pages
     begin_vacuum_cost(be)
     _eager_scan_setup(ctx, vac, eager_first_region_end, max_eager_freeze_failure_rate)

@@ -33,7 +33,16 @@ NEWER = ("19", "20devel")
 
 
 # ------------------------------------------------------------------------------ native variants
-_STREAMED_FROM_19 = ("pgstatindex", "pgstathashindex", "pgstattuple_approx", "hashbulkdelete")
+_STREAMED_FROM_19 = (
+    "pgstatindex",
+    "pgstathashindex",
+    "pgstattuple_approx",
+    "hashbulkdelete",
+    "ginvacuum",
+    "brinvacuumcleanup",
+    "blbulkdelete",
+    "blgetbitmap",
+)
 _STREAMED_IN_ALL = (
     "seqscan",
     "tidrangescan",
@@ -51,6 +60,7 @@ _STREAMED_IN_ALL = (
     "pg_check_visible",
     "pg_check_frozen",
     "autoprewarm",
+    "spgvacuumscan",
 )
 _UNSTREAMED_IN_ALL = (
     "indexscan",

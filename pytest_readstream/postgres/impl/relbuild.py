@@ -240,6 +240,12 @@ def _check_supported(spec: Any) -> None:
             "HOT updates"
         )
     kinds = [i.kind for i in spec.indexes]
+    unbuilt = sorted({k for k in kinds if k in ("spgist", "gin", "brin", "bloom")})
+    if unbuilt:
+        raise UnsupportedLayout(
+            f"RelationSpec {spec.name!r} has a {', '.join(unbuilt)} index: this builder makes btree and "
+            "hash indexes only (no CREATE INDEX ... USING for these access methods yet)"
+        )
     if "gist" in kinds:
         raise UnsupportedLayout(
             f"RelationSpec {spec.name!r} has a GiST index: a server's sorted GiST build of the key "

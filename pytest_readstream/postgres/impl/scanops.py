@@ -104,6 +104,11 @@ NOT_OFFERED: dict[str, str] = {
     "pg_visibility_map_summary": "not run on a server yet: scanops has no SQL for pg_visibility",
     "pg_check_visible": "not run on a server yet: scanops has no SQL for pg_visibility",
     "pg_check_frozen": "not run on a server yet: scanops has no SQL for pg_visibility",
+    "spgvacuumscan": "an SP-GiST bulk delete only runs inside VACUUM",
+    "ginvacuum": "a GIN bulk delete only runs inside VACUUM",
+    "brinvacuumcleanup": "a BRIN cleanup only runs inside VACUUM",
+    "blbulkdelete": "a bloom bulk delete only runs inside VACUUM",
+    "blgetbitmap": "not run on a server yet: relbuild builds no bloom index",
 }
 
 
