@@ -354,3 +354,38 @@ def test_scan_outcome_carries_the_io_stats() -> None:
     assert out.extra["io_stats"]["prefetch_count"] == 300
     plain = impl.run_scan(ScanRequest("seqscan", relation=spec, settings=Settings(version="19")))
     assert plain.extra["io_stats"] is None
+
+
+# ------------------------------------------------------------------------------ the server side
+def test_server_variants_follow_each_versions_source() -> None:
+    from pytest_readstream.postgres.impl.scanops import SERVER_VARIANTS, server_variant
+
+    assert {s: server_variant(s, "18") for s in SERVER_VARIANTS} == SERVER_VARIANTS
+    for scan in ("pgstatindex", "pgstathashindex", "pgstattuple_approx"):
+        assert server_variant(scan, "19") == server_variant(scan, "master") == "streamed"
+    assert server_variant("vacuum", "19") == "streamed"
+    with pytest.raises(Exception, match="only runs inside VACUUM"):
+        server_variant("ginvacuum", "19")
+
+
+def test_server_vacuum_accepts_the_hash_stream_its_version_runs() -> None:
+    from pytest_readstream.postgres.impl.relbuild import UnsupportedLayout
+    from pytest_readstream.postgres.impl.scanops import server_op
+
+    server_op("vacuum", {"hash_stream": False}, "18")
+    server_op("vacuum", {"hash_stream": True}, "19")
+    with pytest.raises(UnsupportedLayout, match="PostgreSQL 18 reads hash buckets one page at a time"):
+        server_op("vacuum", {"hash_stream": True}, "18")
+    with pytest.raises(UnsupportedLayout, match="PostgreSQL 20devel streams the hash bucket pages"):
+        server_op("vacuum", {"hash_stream": False}, "20devel")
+    with pytest.raises(UnsupportedLayout, match="failsafe_at_check = 2 cannot be run on a server"):
+        server_op("vacuum", {"failsafe_at_check": 2})
+
+
+@pytest.mark.parametrize("scan", sorted(_INSTRUMENTED))
+def test_server_operations_refuse_explain_io_until_they_read_it(scan: str) -> None:
+    from pytest_readstream.postgres.impl.relbuild import UnsupportedLayout
+    from pytest_readstream.postgres.impl.scanops import server_op
+
+    with pytest.raises(UnsupportedLayout, match="explain_io = True cannot be run on a server"):
+        server_op(scan, {"explain_io": True}, "19")
