@@ -18,6 +18,8 @@ pgstattuple(_approx)       ``SELECT * FROM pgstattuple(_approx)('t')``          
 pgstatindex, pgstathash..  ``SELECT * FROM pgstatindex('t_btree')`` ...           unstreamed
 pg_prewarm(_read/_prefetch) ``SELECT pg_prewarm('t', mode, fork, first, last)``  streamed /
                                                                                   unstreamed
+pg_visibility_rel, ..      ``SELECT count(*) ... FROM pg_visibility('t')`` ...    streamed /
+                                                                                  unstreamed
 verify_heapam              ``SELECT count(*) FROM verify_heapam('t', ...)``       streamed
 bt_index_check             ``SELECT bt_index_check('t_btree', heapallindexed)``   unstreamed
 cursor                     ``DECLARE c SCROLL CURSOR FOR SELECT 1 FROM t``, then  streamed
@@ -85,6 +87,11 @@ SERVER_VARIANTS: dict[str, str] = {
     "pg_prewarm": "streamed",
     "pg_prewarm_read": "unstreamed",
     "pg_prewarm_prefetch": "unstreamed",
+    "pg_visibility_rel": "streamed",
+    "pg_visibility_map_rel": "unstreamed",
+    "pg_visibility_map_summary": "unstreamed",
+    "pg_check_visible": "streamed",
+    "pg_check_frozen": "streamed",
     "verify_heapam": "streamed",
     "bt_index_check": "unstreamed",
     "cursor": "streamed",
@@ -115,11 +122,6 @@ NOT_OFFERED: dict[str, str] = {
     "data_checksums": "online data-checksum enabling exists only in the development branch",
     "autoprewarm": "autoprewarm reloads its dump in a background worker at server start, "
     "not in the measured session",
-    "pg_visibility_rel": "not run on a server yet: scanops has no SQL for pg_visibility",
-    "pg_visibility_map_rel": "not run on a server yet: scanops has no SQL for pg_visibility",
-    "pg_visibility_map_summary": "not run on a server yet: scanops has no SQL for pg_visibility",
-    "pg_check_visible": "not run on a server yet: scanops has no SQL for pg_visibility",
-    "pg_check_frozen": "not run on a server yet: scanops has no SQL for pg_visibility",
     "spgvacuumscan": "an SP-GiST bulk delete only runs inside VACUUM",
     "ginvacuum": "a GIN bulk delete only runs inside VACUUM",
     "brinvacuumcleanup": "a BRIN cleanup only runs inside VACUUM",
@@ -758,6 +760,22 @@ def _bt_index_check(p: dict[str, Any]) -> ServerOp:
     return ServerOp("bt_index_check", run, prep=prep if cached else None, fresh=not cached, target="btree")
 
 
+def _pg_visibility(scan: str) -> ServerOp:
+    """``contrib/pg_visibility``: the same counts the model answers."""
+    queries = {
+        "pg_visibility_rel": "SELECT count(*) AS blocks, count(*) FILTER (WHERE all_visible) AS all_visible, "
+        "count(*) FILTER (WHERE all_frozen) AS all_frozen, count(*) FILTER (WHERE pd_all_visible) "
+        "AS pd_all_visible FROM pg_visibility({}::regclass)",
+        "pg_visibility_map_rel": "SELECT count(*) AS blocks, count(*) FILTER (WHERE all_visible) AS all_visible, "
+        "count(*) FILTER (WHERE all_frozen) AS all_frozen FROM pg_visibility_map({}::regclass)",
+        "pg_visibility_map_summary": "SELECT * FROM pg_visibility_map_summary({}::regclass)",
+        "pg_check_visible": "SELECT count(*) AS corrupt_items FROM pg_check_visible({}::regclass)",
+        "pg_check_frozen": "SELECT count(*) AS corrupt_items FROM pg_check_frozen({}::regclass)",
+    }
+    query = queries[scan]
+    return ServerOp(scan, _function_row(lambda c: sql.SQL(query).format(sql.Literal(c.built.table))))
+
+
 def server_op(scan: str, params: dict[str, Any], version: str = "18") -> ServerOp:
     """The server operation of ``scan`` with ``params`` on a server of ``version``
     (:class:`UnsupportedLayout` if impossible)."""
@@ -779,6 +797,8 @@ def server_op(scan: str, params: dict[str, Any], version: str = "18") -> ServerO
         return _pgstat(scan, params)
     if scan.startswith("pg_prewarm"):
         return _prewarm(scan, params)
+    if scan.startswith(("pg_visibility", "pg_check_")):
+        return _pg_visibility(scan)
     if scan == "verify_heapam":
         return _verify_heapam(params)
     if scan == "bt_index_check":

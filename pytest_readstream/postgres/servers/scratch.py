@@ -42,6 +42,7 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "tsm_system_time",
     "amcheck",
     "pageinspect",
+    "pg_visibility",
 )
 _REQUIRED_EXTENSIONS = ("pg_buffercache", "pg_prewarm")
 
