@@ -126,7 +126,8 @@ NOT_OFFERED: dict[str, str] = {
     "ginvacuum": "a GIN bulk delete only runs inside VACUUM",
     "brinvacuumcleanup": "a BRIN cleanup only runs inside VACUUM",
     "blbulkdelete": "a bloom bulk delete only runs inside VACUUM",
-    "blgetbitmap": "not run on a server yet: relbuild builds no bloom index",
+    "blgetbitmap": "a bloom index scan feeds a bitmap heap scan whose heap pages (the matching "
+    "signatures, false positives included) the model does not compute",
 }
 
 

@@ -43,6 +43,8 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "amcheck",
     "pageinspect",
     "pg_visibility",
+    "bloom",
+    "btree_gin",
 )
 _REQUIRED_EXTENSIONS = ("pg_buffercache", "pg_prewarm")
 
