@@ -27,6 +27,10 @@ The functions below are in the C file's order: ``read_stream_count_prefetch``,
 model does more than the C (its statistics, the CPU it charges per buffer, debug checks of the
 C's assertions), the line says so. ``self.distance`` is ``readahead_distance`` under the name the
 harness's introspection (and 18) uses.
+
+Not modelled, as in 18: ``temporary`` relations (local buffers: ``GetLocalPinLimit``,
+``GetAdditionalLocalPinLimit``), which ``_common.py`` refuses; ``pgaio_enter_batchmode`` /
+``pgaio_exit_batchmode``, which change no read, pin or time of the model.
 """
 
 from __future__ import annotations
