@@ -134,6 +134,7 @@ class ReadStreamBase:
     sync_mode: bool
     batch_mode: bool
     advice_enabled: bool
+    temporary: bool
     buffered_blocknum: int
     seq_blocknum: int
     seq_until_processed: int
@@ -164,8 +165,6 @@ class ReadStreamBase:
     ) -> None:
         if not isinstance(flags, int) or flags & ~_ALL_FLAGS:
             raise ModelUsageError(f"read stream flags {flags!r} are invalid: allowed a combination of 0x0f")
-        if rel.persistence == "t":
-            raise ModelUsageError(f"relation {rel.name!r} is temporary: local buffers are not modelled")
         if strategy is not None and strategy.freed:
             raise ModelUsageError(f"cannot begin a stream with freed strategy {strategy!r}")
         self.backend = backend

@@ -40,8 +40,7 @@ version shares unchanged (``block_range_read_stream_cb``, ``read_stream_get_bloc
 ``_common.py``. Where the model does more than the C (its statistics, the CPU it charges per
 buffer, debug checks of the C's assertions), the line says so.
 
-Not modelled: ``temporary`` relations (local buffers: ``GetLocalPinLimit``,
-``GetAdditionalLocalPinLimit``), which ``_common.py`` refuses; ``pgaio_enter_batchmode`` /
+Not modelled: ``pgaio_enter_batchmode`` /
 ``pgaio_exit_batchmode`` (``READ_STREAM_USE_BATCHING``), which change no read, pin or time of the
 model.
 """
@@ -51,7 +50,7 @@ from __future__ import annotations
 from ..buffers.bufmgr import READ_BUFFERS_ISSUE_ADVICE, READ_BUFFERS_SYNCHRONOUSLY, ReadBuffersOperation
 from ..buffers.pool import INVALID_BUFFER
 from ..buffers.strategy import get_access_strategy_pin_limit
-from ..errors import InvariantViolation, ModelUsageError
+from ..errors import InvariantViolation, ModelUsageError, OtherSessionTempRelation
 from ..storage.relation import RELSEG_SIZE, InvalidBlockNumber
 from ._common import (
     PG_INT16_MAX,
@@ -106,7 +105,11 @@ class ReadStream(ReadStreamBase):
 
         # How many more buffers is this backend allowed? Forwarded buffers are already pinned
         # and counted by the buffer manager, so they are added to the limit it grants.
-        buffer_limit = self._additional_pin_limit()  # Min(GetAdditionalPinLimit(), PG_INT16_MAX)
+        if self.temporary:
+            buffer_limit = self.backend.get_additional_local_pin_limit()  # GetAdditionalLocalPinLimit()
+        else:
+            buffer_limit = self._additional_pin_limit()  # GetAdditionalPinLimit()
+        # Min(..., PG_INT16_MAX)
         if buffer_limit > PG_INT16_MAX:
             buffer_limit = PG_INT16_MAX
         buffer_limit += self.forwarded_buffers
@@ -283,6 +286,11 @@ class ReadStream(ReadStreamBase):
         rel = self.rel
         flags = self.flags
 
+        # Reject attempts to read non-local temporary relations: we have no visibility into the
+        # owning session's local buffers (RELATION_IS_OTHER_TEMP).
+        if rel.persistence == "t" and rel.temp_owner != backend.id:
+            raise OtherSessionTempRelation(rel.name)
+
         # Decide how many I/Os we will allow to run at the same time.
         if rel.is_catalog:
             # Avoid circularity while trying to look up tablespace settings.
@@ -317,8 +325,11 @@ class ReadStream(ReadStreamBase):
         max_pinned_buffers = min(strategy_pin_limit, max_pinned_buffers)
 
         # Also limit our queue to the maximum number of pins we could ever be allowed to acquire
-        # according to the buffer manager (GetPinLimit()).
-        max_possible_buffer_limit = backend.get_pin_limit()
+        # according to the buffer manager.
+        if rel.persistence == "t":  # SmgrIsTemp(smgr)
+            max_possible_buffer_limit = backend.get_local_pin_limit()
+        else:
+            max_possible_buffer_limit = backend.get_pin_limit()
         max_pinned_buffers = min(max_pinned_buffers, max_possible_buffer_limit)
 
         # The limit might be zero on a system configured with too few buffers for the number of
@@ -365,6 +376,7 @@ class ReadStream(ReadStreamBase):
         self.buffered_blocknum = InvalidBlockNumber
         self.seq_blocknum = InvalidBlockNumber
         self.seq_until_processed = InvalidBlockNumber
+        self.temporary = rel.persistence == "t"  # SmgrIsTemp(smgr)
         # (memset to 0 in the C)
         self.ios_in_progress = 0
         self.forwarded_buffers = 0

@@ -28,8 +28,7 @@ model does more than the C (its statistics, the CPU it charges per buffer, debug
 C's assertions), the line says so. ``self.distance`` is ``readahead_distance`` under the name the
 harness's introspection (and 18) uses.
 
-Not modelled, as in 18: ``temporary`` relations (local buffers: ``GetLocalPinLimit``,
-``GetAdditionalLocalPinLimit``), which ``_common.py`` refuses; ``pgaio_enter_batchmode`` /
+Not modelled, as in 18: ``pgaio_enter_batchmode`` /
 ``pgaio_exit_batchmode``, which change no read, pin or time of the model.
 """
 
@@ -40,7 +39,7 @@ from dataclasses import asdict, dataclass
 from ..buffers.bufmgr import READ_BUFFERS_ISSUE_ADVICE, READ_BUFFERS_SYNCHRONOUSLY, ReadBuffersOperation
 from ..buffers.pool import INVALID_BUFFER
 from ..buffers.strategy import get_access_strategy_pin_limit
-from ..errors import InvariantViolation, ModelUsageError
+from ..errors import InvariantViolation, ModelUsageError, OtherSessionTempRelation
 from ..storage.relation import RELSEG_SIZE, InvalidBlockNumber
 from ._common import (
     PG_INT16_MAX,
@@ -166,7 +165,11 @@ class ReadStream19(ReadStreamBase):
 
         # How many more buffers is this backend allowed? Forwarded buffers are already pinned
         # and counted by the buffer manager, so they are added to the limit it grants.
-        buffer_limit = self._additional_pin_limit()  # Min(GetAdditionalPinLimit(), PG_INT16_MAX)
+        if self.temporary:
+            buffer_limit = self.backend.get_additional_local_pin_limit()  # GetAdditionalLocalPinLimit()
+        else:
+            buffer_limit = self._additional_pin_limit()  # GetAdditionalPinLimit()
+        # Min(..., PG_INT16_MAX)
         if buffer_limit > PG_INT16_MAX:
             buffer_limit = PG_INT16_MAX
         buffer_limit += self.forwarded_buffers
@@ -402,6 +405,11 @@ class ReadStream19(ReadStreamBase):
         rel = self.rel
         flags = self.flags
 
+        # Reject attempts to read non-local temporary relations: we have no visibility into the
+        # owning session's local buffers (RELATION_IS_OTHER_TEMP).
+        if rel.persistence == "t" and rel.temp_owner != backend.id:
+            raise OtherSessionTempRelation(rel.name)
+
         # Decide how many I/Os we will allow to run at the same time.
         if rel.is_catalog:
             # Avoid circularity while trying to look up tablespace settings.
@@ -436,8 +444,11 @@ class ReadStream19(ReadStreamBase):
         max_pinned_buffers = min(strategy_pin_limit, max_pinned_buffers)
 
         # Also limit our queue to the maximum number of pins we could ever be allowed to acquire
-        # according to the buffer manager (GetPinLimit()).
-        max_possible_buffer_limit = backend.get_pin_limit()
+        # according to the buffer manager.
+        if rel.persistence == "t":  # SmgrIsTemp(smgr)
+            max_possible_buffer_limit = backend.get_local_pin_limit()
+        else:
+            max_possible_buffer_limit = backend.get_pin_limit()
         max_pinned_buffers = min(max_pinned_buffers, max_possible_buffer_limit)
 
         # The limit might be zero on a system configured with too few buffers for the number of
@@ -484,6 +495,7 @@ class ReadStream19(ReadStreamBase):
         self.buffered_blocknum = InvalidBlockNumber
         self.seq_blocknum = InvalidBlockNumber
         self.seq_until_processed = InvalidBlockNumber
+        self.temporary = rel.persistence == "t"  # SmgrIsTemp(smgr)
         self.distance_decay_holdoff = 0
         # (memset to 0 in the C)
         self.ios_in_progress = 0

@@ -219,3 +219,24 @@ def test_pause_saves_both_distances_and_resume_restores_them(version: str) -> No
     s.reset()
     assert (s.resume_readahead_distance, s.resume_combine_distance, s.distance_decay_holdoff) == (1, 1, 0)
     s.end()
+
+
+# ------------------------------------------------------------------------------ temporary relations
+@pytest.mark.parametrize("version", ["18", "19", "20devel"])
+def test_a_temporary_relation_is_streamed_through_local_buffers(version: str) -> None:
+    """read_stream_begin_impl caps the queue at GetLocalPinLimit() for a temporary relation
+    (SmgrIsTemp) and read_stream_start_pending_read asks GetAdditionalLocalPinLimit(); another
+    session's temporary relation is refused (RELATION_IS_OTHER_TEMP)."""
+    from reference_impl.errors import OtherSessionTempRelation
+
+    inst = Instance(Settings(version=version, temp_buffers=100), debug=True)
+    be = inst.backend()
+    rel = inst.create_relation("tmp", 300, temp_of=be)
+    s = begin_stream(be, rel, block_range_read_stream_cb, BlockRangeReadStreamPrivate(0, 300))
+    assert s.temporary and s.max_pinned_buffers == be.get_local_pin_limit() < be.get_pin_limit()
+    assert _take(be, s) == list(range(300))
+    assert s.stats.max_pinned <= s.max_pinned_buffers
+    s.end()
+    other = inst.backend()
+    with pytest.raises(OtherSessionTempRelation):
+        begin_stream(other, rel, block_range_read_stream_cb, BlockRangeReadStreamPrivate(0, 300))
