@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import reference_impl
+from pytest_readstream.scenario import default_settings
 from reference_impl import (
     INVALID_BUFFER,
     READ_STREAM_MAINTENANCE,
@@ -979,6 +980,8 @@ class Scenario:
 
     def __post_init__(self) -> None:
         if isinstance(self.settings, Settings):
+            # Only what differs from the defaults (a scenario without a version runs in the run's
+            # model version, --readstream-model-version).
             default = Settings()
             self.settings = {k: v for k, v in self.settings.as_dict().items() if v != getattr(default, k)}
 
@@ -993,7 +996,7 @@ class Scenario:
 
     def start(self, impl: Any, *, introspection: bool | None = None) -> StreamDriver:
         """Build the instance and begin the stream with ``impl``; the driver of that stream."""
-        settings = Settings(**self.settings)  # type: ignore[arg-type]
+        settings = default_settings(**self.settings)  # type: ignore[arg-type]
         inst = Instance(settings, device=self.device, seed=self.seed, debug=True)
         rel = inst.create_relation("t", self.relation_blocks)
         if self.cached:

@@ -30,6 +30,7 @@ from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from pytest_readstream import strategies as rs
+from pytest_readstream.scenario import default_settings, model_versions
 from reference_impl import (
     INVALID_BUFFER,
     READ_STREAM_FULL,
@@ -136,7 +137,7 @@ def _block_plan(shape: str, nblocks: int, length: int, rng: np.random.Generator)
 @st.composite
 def scenarios(draw: Any) -> Scenario:
     """A random :class:`Scenario` (:func:`fit_scenario` drops what an implementation cannot run)."""
-    settings = draw(_settings(("18", "master")))
+    settings = draw(_settings(model_versions()))
     nblocks = draw(st.sampled_from(_SIZES))
     seed = draw(st.integers(0, 2**16))
     rng = np.random.default_rng(seed)
@@ -172,7 +173,7 @@ def scenarios(draw: Any) -> Scenario:
 
 def fit_scenario(scenario: Scenario, impl: Any) -> Scenario:
     """``scenario`` without the features ``impl`` lacks (master settings, per-buffer data, pauses)."""
-    settings = Settings(**scenario.settings)  # type: ignore[arg-type]
+    settings = default_settings(**scenario.settings)  # type: ignore[arg-type]
     if settings.version != "18" and not has_capability(impl, settings, "pause-resume"):
         settings = settings.replace(version="18")
     fitted = dataclasses.replace(scenario, settings=settings)

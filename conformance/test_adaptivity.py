@@ -1,4 +1,4 @@
-"""Adaptivity: the all-cached fast path, and pause/resume (PostgreSQL master).
+"""Adaptivity: the all-cached fast path, and pause/resume (PostgreSQL 19 and later).
 
 ``read_stream.md`` §5: a stream over cached blocks settles into a fast path holding one pin;
 the first miss there must be read and waited for before its buffer is returned, and the stream
@@ -90,7 +90,9 @@ def test_hits_and_misses_in_any_mix(readstream_impl: Any, cold: set[int], method
 @pytest.mark.readstream_requires("pause-resume")
 @pytest.mark.parametrize("pause_at", [[0], [1], [5, 6], [17, 40, 90]])
 @pytest.mark.parametrize(
-    "readstream_settings", [{"version": "master", "io_method": m} for m in _METHODS], indirect=True
+    "readstream_settings",
+    [{"version": v, "io_method": m} for v in ("19", "20devel") for m in _METHODS],
+    indirect=True,
 )
 def test_pause_and_resume_keep_the_order(
     drive: Any, relation: Any, readstream_instance: Any, pause_at: list[int]

@@ -78,7 +78,7 @@ def test_set_strategy_clamps_the_current_distance(drive: Any, relation: Any, spe
 
 
 @pytest.mark.readstream_invariant("strategy", "MUST")
-@pytest.mark.readstream_settings(version="master")
+@pytest.mark.parametrize("readstream_settings", [{"version": "19"}, {"version": "20devel"}], indirect=True)
 @pytest.mark.readstream_requires("pause-resume")
 @pytest.mark.parametrize("spec", [("bulkread", 32), ("vacuum", 64)])
 @pytest.mark.parametrize("flags", [0, READ_STREAM_FULL])
@@ -108,7 +108,9 @@ def _capacity(stream: Any) -> int | None:
 
 @pytest.mark.readstream_invariant("strategy", "SHOULD")
 @pytest.mark.readstream_requires("introspection")
-@pytest.mark.parametrize("readstream_settings", [{"version": "18"}, {"version": "master"}], indirect=True)
+@pytest.mark.parametrize(
+    "readstream_settings", [{"version": "18"}, {"version": "19"}, {"version": "20devel"}], indirect=True
+)
 def test_capacity_statistic_unchanged_by_set_strategy(drive: Any, relation: Any) -> None:
     """The stream's capacity statistic (``distance_capacity`` in master's
     ``read_stream_enable_stats``) stays the value of its first ``max_pinned_buffers`` when a

@@ -67,9 +67,11 @@ def prepare_instance(request: ScanRequest, *, costs: Any = None) -> tuple[Any, A
     """
     import numpy as np
 
-    from reference_impl import Instance, Settings
+    from reference_impl import Instance
     from reference_impl.errors import ModelUsageError
     from reference_impl.relations import RelationSpec, build_relation
+
+    from .scenario import default_settings
 
     if not isinstance(request.relation, RelationSpec):
         raise ModelUsageError(
@@ -79,7 +81,7 @@ def prepare_instance(request: ScanRequest, *, costs: Any = None) -> tuple[Any, A
         raise ModelUsageError(
             f"ScanRequest.cached_fraction = {request.cached_fraction!r} is invalid: allowed 0.0 .. 1.0"
         )
-    settings = request.settings if request.settings is not None else Settings()
+    settings = request.settings if request.settings is not None else default_settings()
     plan = _plan_copy(request.faults, request.seed)
     inst = Instance(settings, device=request.device, faults=plan, seed=request.seed, costs=costs)
     rel = build_relation(inst, request.relation)

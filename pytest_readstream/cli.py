@@ -206,6 +206,12 @@ def _cmd_check(argv: Sequence[str]) -> int:
         ),
     )
     p.add_argument("--impl", default=None, help="implementation under test (default: reference)")
+    p.add_argument(
+        "--model-version",
+        default=None,
+        help="model version of the tests that name none: 18 (default), 19, 20devel or master "
+        "(--readstream-model-version)",
+    )
     p.add_argument("-n", dest="workers", default="2", help="pytest-xdist workers (default 2; 0 = serial)")
     p.add_argument("--json", help="write the per-test report to this path")
     p.add_argument("--profile", default="ci", choices=OWN_PROFILES, help="hypothesis profile (default: ci)")
@@ -234,6 +240,8 @@ def _check_with_report(args: argparse.Namespace, report: str, *, kept: bool) -> 
         cmd += ["-o", "readstream_report_announce=false"]
     if args.impl:
         cmd.append(f"--readstream-impl={args.impl}")
+    if args.model_version:
+        cmd.append(f"--readstream-model-version={args.model_version}")
     if args.workers not in ("0", ""):
         cmd += ["-n", args.workers]
     cmd += list(args.pytest_args)

@@ -68,6 +68,7 @@ class ReadstreamOptions:
     pg_build: bool = False
     announce_report: bool = True
     failures: str = "condensed"
+    model_version: str | None = None
 
     @property
     def seed_given(self) -> bool:
@@ -88,6 +89,12 @@ class ReadstreamOptions:
         if self.pg_build:
             out.append("--readstream-pg-build")
         return tuple(out)
+
+    def rerun_args(self) -> tuple[str, ...]:
+        """What a rerun command repeats besides the seed and the implementation: the server
+        build options and the model version."""
+        model = () if self.model_version is None else (f"--readstream-model-version={self.model_version}",)
+        return (*self.server_build_args(), *model)
 
     def describe_impl_source(self) -> str:
         """Where the implementation name came from, as an error message says it."""
@@ -127,6 +134,16 @@ def add_options(parser: pytest.Parser) -> None:
         help=(
             "implementation under test: reference (default), mutant:<bug>, postgres, "
             f"package.module:attr, or an entry-point name (env {ENV_IMPL}, ini readstream_impl)"
+        ),
+    )
+    group.addoption(
+        "--readstream-model-version",
+        dest="readstream_model_version",
+        metavar="VERSION",
+        default=None,
+        help=(
+            "the model version of every test that names none: 18 (default), 19, 20devel or master "
+            "(ini readstream_model_version)"
         ),
     )
     group.addoption(
@@ -218,6 +235,11 @@ def add_options(parser: pytest.Parser) -> None:
     )
     parser.addini("readstream_impl", "implementation under test (see --readstream-impl)", default="")
     parser.addini("readstream_seed", "seed for every random choice (see --readstream-seed)", default="")
+    parser.addini(
+        "readstream_model_version",
+        "model version of tests that name none (see --readstream-model-version)",
+        default="",
+    )
     parser.addini("readstream_report", "JSON report path, relative to the ini file", default="")
     parser.addini("readstream_xfails", "expectations file, relative to the ini file", default="")
     parser.addini(
@@ -447,6 +469,23 @@ def _check_build_options(
         )
 
 
+def _model_version(config: pytest.Config) -> str | None:
+    """``--readstream-model-version`` (or the ini key) as a model version, or None."""
+    given = config.getoption("readstream_model_version")
+    where = "--readstream-model-version"
+    if not given:
+        given, where = _ini_str(config, "readstream_model_version"), "ini option readstream_model_version"
+    if not given:
+        return None
+    from reference_impl.errors import SettingError
+    from reference_impl.versions import canonical_version
+
+    try:
+        return canonical_version(given)
+    except SettingError as exc:
+        raise pytest.UsageError(f"{where}: {exc}") from None
+
+
 def resolve_options(config: pytest.Config) -> ReadstreamOptions:
     """Read every source once and build the run's :class:`ReadstreamOptions`."""
     impl, impl_source = _impl(config)
@@ -484,6 +523,7 @@ def resolve_options(config: pytest.Config) -> ReadstreamOptions:
         pg_build=bool(pg_build),
         announce_report=bool(config.getini("readstream_report_announce")),
         failures=_failures(config),
+        model_version=_model_version(config),
     )
 
 

@@ -96,7 +96,7 @@ def repro_for(item: pytest.Item) -> Reproduction:
             opts.seed,
             derive_seed(opts.seed, item.nodeid),
             opts.impl,
-            impl_args=opts.server_build_args(),
+            impl_args=opts.rerun_args(),
             launcher=style.launcher,
             target=rerun_target(item, style),
             options=style.options,

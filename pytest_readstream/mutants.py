@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import reference_impl
 import reference_impl.buffers.bufmgr as _bufmgr
-from reference_impl import InvalidBlockNumber, ReadStream, ReadStreamMaster
+from reference_impl import STREAM_CLASSES, InvalidBlockNumber, ReadStreamBase, ReadStreamMaster
 from reference_impl.buffers.pool import INVALID_BUFFER
 from reference_impl.buffers.strategy import get_access_strategy_pin_limit
 
@@ -63,8 +63,8 @@ on), ``self-checks-off`` (no check of the model's own left), ``black-box`` (also
 
 # ------------------------------------------------------------------------------ the stream changes
 if TYPE_CHECKING:
-    # The mixins below are combined with ReadStream and ReadStreamMaster at run time; for the
-    # type checker they are ReadStreamMaster subclasses, so their attributes are known.
+    # The mixins below are combined with each version's stream class at run time; for the type
+    # checker they are ReadStreamMaster subclasses, so their attributes are known.
     _Base = ReadStreamMaster
 else:
     _Base = object
@@ -135,19 +135,27 @@ class _EndLeaksQueuedPins(_Base):
 
 
 class _EndKeepsLookingAhead(_Base):
-    _ending = False
+    _ending: tuple[tuple[str, int], ...] = ()
 
     def end(self) -> None:
-        self._ending = True
+        if not self.ended:
+            # The distances as they are before read_stream_reset sets them to 0 ("Stop looking
+            # ahead"): the first buffer drained puts them back.
+            names = (
+                ("readahead_distance", "combine_distance")
+                if hasattr(self, "combine_distance")
+                else ("distance",)
+            )
+            self._ending = tuple((name, getattr(self, name)) for name in names)
         super().end()
 
-    def _begin_reset(self) -> None:
-        if not self._ending:
-            return super()._begin_reset()
-        # The distance is not zeroed, so the drain keeps asking the callback for blocks.
-        self.buffered_blocknum = InvalidBlockNumber
-        self.fast_path = False
-        return None
+    def _next_buffer(self) -> int:
+        if self._ending:
+            # The distance is not zeroed, so the drain keeps asking the callback for blocks.
+            for name, value in self._ending:
+                setattr(self, name, value)
+            self._ending = ()
+        return super()._next_buffer()
 
 
 class _ReadLongerThanIoCombineLimit(_Base):
@@ -412,11 +420,11 @@ class MutantImplementation(ReferenceImplementation):
             self.capabilities = self.capabilities - {"introspection"}
         self._callback_hook = callback_hook
         self._scan_patch = scan_patch
-        # (PostgreSQL 18's stream class, master's): the reference's, or the mutant's subclasses.
-        self._stream_classes: tuple[type[ReadStream], type[ReadStreamMaster]] = (
-            (ReadStream, ReadStreamMaster)
+        # Each model version's stream class: the reference's, or the mutant's subclasses.
+        self._stream_classes: dict[str, type[ReadStreamBase]] = (
+            dict(STREAM_CLASSES)
             if mixin is None
-            else (_with_mixin(mixin, ReadStream), _with_mixin(mixin, ReadStreamMaster))
+            else {version: _with_mixin(mixin, cls) for version, cls in STREAM_CLASSES.items()}
         )
 
     def begin_stream(
@@ -480,11 +488,11 @@ def _patched(obj: Any, attr: str, value: Any) -> Iterator[None]:
         setattr(obj, attr, saved)
 
 
-_StreamT = TypeVar("_StreamT", bound=ReadStream)
+_StreamT = TypeVar("_StreamT", bound=ReadStreamBase)
 
 
 def _with_mixin(mixin: type, base: type[_StreamT]) -> type[_StreamT]:
-    """``base`` with the mutant's ``mixin`` in front (``XReadStream``, ``XReadStreamMaster``)."""
+    """``base`` with the mutant's ``mixin`` in front (``XReadStream``, ``XReadStream19``, ...)."""
     return type(f"{mixin.__name__.lstrip('_')}{base.__name__}", (mixin, base), {})
 
 

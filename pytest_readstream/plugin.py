@@ -75,6 +75,7 @@ from .markers import (
     validate_item,
 )
 from .reporting import SCENARIO_PROPERTY, Results, write_json_atomically
+from .scenario import set_model_version
 
 __all__ = [
     "readstream_backend",
@@ -263,6 +264,7 @@ def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     opts = resolve_options(config)
     config.stash[OPTIONS_KEY] = opts
+    set_model_version(opts.model_version)
     is_worker = hasattr(config, "workerinput")
     impl = _load(config, opts)
     _check_server_options(config, opts, impl, is_worker)
@@ -287,6 +289,7 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    set_model_version(None)
     state = config.stash.get(_STATE_KEY, None)
     if state is None:
         return
@@ -323,10 +326,13 @@ def _seed_description(opts: ReadstreamOptions) -> str:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     opts = get_options(config)
-    return [
+    lines = [
         f"readstream: implementation {_impl_description(config)}",
         f"readstream: seed {_seed_description(opts)}",
     ]
+    if opts.model_version is not None:
+        lines.append(f"readstream: model version {opts.model_version} (--readstream-model-version)")
+    return lines
 
 
 # ------------------------------------------------------------------------------------ collection

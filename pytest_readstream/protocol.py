@@ -36,13 +36,13 @@ those capabilities promise:
 
 ``pause-resume``
     the stream has ``pause() -> InvalidBlockNumber`` (called from inside the callback) and
-    ``resume()`` (PostgreSQL master).
+    ``resume()`` (PostgreSQL 19 and later).
 
 ``introspection``
     the stream exposes ``max_pinned_buffers``, ``max_ios``, ``distance`` and
     ``io_combine_limit`` attributes, so limits can be checked directly and not only through
     their observable effects, and its capacity statistic: ``enable_stats().distance_capacity``
-    (master's ``read_stream_enable_stats``) or ``stats.capacity``.
+    (19's ``read_stream_enable_stats``) or ``stats.capacity``.
 
 ``scans``
     ``scan_variants(scan) -> tuple[str, ...]`` (a subset of ``("streamed", "unstreamed")``) and
@@ -59,7 +59,7 @@ A test that needs a capability the implementation lacks is **skipped with that r
 passed silently.
 
 Two optional hooks: ``capabilities_for(settings) -> frozenset[str]`` narrows the capabilities for
-a test's settings (the reference offers ``pause-resume`` only with ``version="master"``), and
+a test's settings (the reference offers ``pause-resume`` only with ``version`` 19 or later), and
 ``close()`` is called once at the end of the session (a real server is stopped there).
 """
 

@@ -29,9 +29,9 @@ _CAPABILITIES = frozenset(
 class ReferenceImplementation:
     """The reference model as an implementation: ``read_stream.c`` via ``reference_impl.begin_stream``.
 
-    Streams are the model's ``ReadStream`` (PostgreSQL 18) or ``ReadStreamMaster`` (the
-    development branch) depending on the settings' ``version``; only the latter has
-    ``pause``/``resume``, so ``pause-resume`` is a capability of master settings alone
+    Streams are the model's ``ReadStream`` (PostgreSQL 18), ``ReadStream19`` or
+    ``ReadStream20devel`` depending on the settings' ``version``; only 19 and later have
+    ``pause``/``resume``, so ``pause-resume`` is a capability of those settings alone
     (:meth:`capabilities_for`). Scans run through the model's scan registry
     (``reference_impl.scans``).
     """

@@ -21,6 +21,10 @@ import pytest
 
 __all__ = [
     "NO_PARAM",
+    "set_model_version",
+    "model_version",
+    "model_versions",
+    "default_settings",
     "settings_from",
     "storage_from",
     "faults_from",
@@ -32,6 +36,42 @@ __all__ = [
 ]
 
 NO_PARAM: Any = object()
+
+# The model version of the run (--readstream-model-version): the version of every Settings the
+# harness makes for a test that does not name one. None: the Settings default (18).
+_MODEL_VERSION: str | None = None
+
+
+def set_model_version(version: str | None) -> None:
+    """Make ``version`` (``"18"``, ``"19"``, ``"20devel"`` or ``"master"``) the run's model version."""
+    global _MODEL_VERSION
+    if version is None:
+        _MODEL_VERSION = None
+        return
+    from reference_impl.versions import canonical_version
+
+    _MODEL_VERSION = canonical_version(version)
+
+
+def model_version() -> str | None:
+    """The run's model version, or None if none was chosen (the Settings default, 18)."""
+    return _MODEL_VERSION
+
+
+def model_versions() -> tuple[str, ...]:
+    """The versions a test drawing settings at random may draw: the run's, or every version."""
+    from reference_impl.versions import VERSIONS
+
+    return VERSIONS if _MODEL_VERSION is None else (_MODEL_VERSION,)
+
+
+def default_settings(**changes: Any) -> Any:
+    """``Settings(**changes)`` in the run's model version unless ``changes`` names a version."""
+    from reference_impl import Settings
+
+    if _MODEL_VERSION is not None and "version" not in changes:
+        changes = {"version": _MODEL_VERSION, **changes}
+    return Settings(**changes)
 
 
 def item_param(item: pytest.Item, fixture: str) -> Any:
@@ -60,10 +100,9 @@ def _apply_settings(base: Any, value: Any, where: str) -> Any:
 
 
 def settings_from(item: pytest.Item, param: Any = NO_PARAM) -> Any:
-    """The ``Settings`` for a test: defaults, then markers, then the indirect parameter."""
-    from reference_impl import Settings
-
-    settings = Settings()
+    """The ``Settings`` for a test: defaults (in the run's model version), then markers, then the
+    indirect parameter."""
+    settings = default_settings()
     for mark in _markers_outermost_first(item, "readstream_settings"):
         for arg in mark.args:
             settings = _apply_settings(settings, arg, "@pytest.mark.readstream_settings")

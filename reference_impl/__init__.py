@@ -19,6 +19,7 @@ clock. Start from an :class:`Instance`::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .buffers.bufmgr import Backend, ReadBuffersOperation
@@ -57,11 +58,17 @@ from .read_stream import (
     READ_STREAM_MAINTENANCE,
     READ_STREAM_SEQUENTIAL,
     READ_STREAM_USE_BATCHING,
+    STREAM_CLASSES,
     BlockRangeReadStreamPrivate,
+    IOStats,
     ReadStream,
+    ReadStream19,
+    ReadStream20devel,
+    ReadStreamBase,
+    ReadStreamMaster,
+    StreamIOStats,
     block_range_read_stream_cb,
 )
-from .read_stream_master import ReadStreamMaster, StreamIOStats
 from .settings import Settings
 from .storage import (
     BLCKSZ,
@@ -112,7 +119,12 @@ __all__ = [
     "get_access_strategy_with_size",
     "get_access_strategy_pin_limit",
     "ReadStream",
+    "ReadStream19",
+    "ReadStream20devel",
     "ReadStreamMaster",
+    "ReadStreamBase",
+    "STREAM_CLASSES",
+    "IOStats",
     "StreamIOStats",
     "begin_stream",
     "BlockRangeReadStreamPrivate",
@@ -146,10 +158,11 @@ def begin_stream(
     flags: int = READ_STREAM_DEFAULT,
     strategy: BufferAccessStrategy | None = None,
     per_buffer_data: bool = False,
-) -> ReadStream:
-    """``read_stream_begin_relation``: the stream class of the instance's ``version``."""
+) -> ReadStreamBase:
+    """``read_stream_begin_relation``: the stream class of the instance's ``version``
+    (:data:`STREAM_CLASSES`: ``"18"``, ``"19"``, ``"20devel"``)."""
     return _begin_stream_of(
-        (ReadStream, ReadStreamMaster),
+        STREAM_CLASSES,
         backend,
         rel,
         callback,
@@ -162,7 +175,7 @@ def begin_stream(
 
 
 def _begin_stream_of(
-    stream_classes: tuple[type[ReadStream], type[ReadStreamMaster]],
+    stream_classes: Mapping[str, type[ReadStreamBase]],
     backend: Backend,
     rel: Relation,
     callback: Any,
@@ -173,15 +186,14 @@ def _begin_stream_of(
     strategy: BufferAccessStrategy | None,
     per_buffer_data: bool,
     debug: bool | None = None,
-) -> ReadStream:
-    """:func:`begin_stream` with its stream classes given: ``(PostgreSQL 18's, master's)``.
+) -> ReadStreamBase:
+    """:func:`begin_stream` with its stream classes given, by model version.
 
-    The class is picked by ``backend.settings.version``, the one rule :func:`begin_stream` and
-    the harness's known-bug variants (``pytest_readstream.mutants``, which begin subclasses of
+    The class is ``stream_classes[backend.settings.version]``, the one rule :func:`begin_stream`
+    and the harness's known-bug variants (``pytest_readstream.mutants``, which begin subclasses of
     these with ``debug=False``) share. ``debug=None`` leaves it to the instance's ``debug``.
     """
-    pg18_class, master_class = stream_classes
-    cls = pg18_class if backend.settings.version == "18" else master_class
+    cls = stream_classes[backend.settings.version]
     stream = cls(
         backend,
         rel,

@@ -141,13 +141,18 @@ def test_master_reproduces_8_1_when_waits_block(io_method: str) -> None:
     assert reads == [(0, 0), (1, 2), (3, 6), (7, 14), (15, 19)]
 
 
-def test_master_reset_forgets_the_pending_read() -> None:
-    r18, _, _ = drive(nblocks=100, take=2, device="cloud-1ms")
-    rm, _, _ = drive(
-        nblocks=100, take=2, settings=Settings(version="master", io_method="sync"), device="cloud-1ms"
+@pytest.mark.parametrize("version", ["18", "19", "20devel"])
+@pytest.mark.parametrize("io_method", ["sync", "worker"])
+def test_end_starts_and_reads_the_pending_read(version: str, io_method: str) -> None:
+    """read_stream_reset (every version) drains through read_stream_next_buffer with the
+    distance at 0, which starts the pending read: 18's final test (distance == 0), 19's
+    read_stream_should_issue_now (readahead_distance == 0). Taking 2 of 100 cold blocks and
+    ending reads [0] [1-2] [3-5], as an 18.6 and a master server do."""
+    reads, got, _ = drive(
+        nblocks=100, take=2, settings=Settings(version=version, io_method=io_method), device="cloud-1ms"
     )
-    assert r18 == [(0, 0), (1, 2), (3, 5)]
-    assert rm == [(0, 0), (1, 2)]
+    assert got == [0, 1]
+    assert reads == [(0, 0), (1, 2), (3, 5)]
 
 
 def test_master_pause_and_resume_keep_order() -> None:

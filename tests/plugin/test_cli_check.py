@@ -210,7 +210,7 @@ def test_check_of_a_slower_lookahead_conforms_and_shows_the_should_failures(tmp_
         f"readstream check: distance-plus-one conforms: all {MUST} MUST tests ran and passed; SHOULD "
     ), line
     assert re.search(
-        rf"SHOULD (\d+)/{SHOULD} passed, \d+ FAILED: reads \d+ \(read sequence unlike PostgreSQL's\)", line
+        rf"SHOULD (\d+)/{SHOULD} passed, \d+ FAILED: .*reads \d+ \(read sequence unlike PostgreSQL's\)", line
     )
 
 

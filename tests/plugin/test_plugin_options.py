@@ -240,3 +240,67 @@ def test_own_profile_of_the_same_name_is_kept(pytester: pytest.Pytester) -> None
     )
     result = pytester.runpytest("-s", "--hypothesis-profile=ci")
     assert _probe(result, "PROFILE") == ["3"]
+
+
+MODEL_VERSION_PROBE = """
+    import pytest
+    from pytest_readstream.scenario import model_versions
+    from conformance_probe import scenario_version
+
+    def test_unnamed(pytestconfig, readstream_settings):
+        from pytest_readstream.config import get_options
+
+        print()
+        print("UNNAMED", readstream_settings.version, *model_versions())
+        print("SCENARIO", scenario_version())
+        print("RERUN", "x", *get_options(pytestconfig).rerun_args())
+
+    @pytest.mark.readstream_settings(version="18")
+    def test_named(readstream_settings):
+        print()
+        print("NAMED", readstream_settings.version)
+"""
+
+CONFORMANCE_PROBE = """
+    from readstream_conformance._harness import Scenario
+
+    def scenario_version():
+        return Scenario(settings={"io_method": "sync"}).start(
+            __import__("pytest_readstream.reference", fromlist=["x"]).ReferenceImplementation()
+        ).backend.settings.version
+"""
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"), [(None, "18"), ("19", "19"), ("20devel", "20devel"), ("master", "20devel")]
+)
+def test_model_version_applies_to_tests_that_name_none(
+    pytester: pytest.Pytester, given: str | None, expected: str
+) -> None:
+    """--readstream-model-version sets the version of every Settings the harness makes for a
+    test that names none (fixtures and conformance scenarios); a test that names one keeps it."""
+    pytester.makepyfile(test_mv=MODEL_VERSION_PROBE, conformance_probe=CONFORMANCE_PROBE)
+    args = ["-s", "-p", "no:cacheprovider"] + (
+        [] if given is None else [f"--readstream-model-version={given}"]
+    )
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=2)
+    unnamed = _probe(result, "UNNAMED")
+    assert unnamed[0] == expected
+    assert unnamed[1:] == (["18", "19", "20devel"] if given is None else [expected])
+    assert _probe(result, "SCENARIO") == [expected]
+    assert _probe(result, "NAMED") == ["18"]
+    assert _probe(result, "RERUN") == ["x"] + (
+        [] if given is None else [f"--readstream-model-version={expected}"]
+    )
+    if given is not None:
+        result.stdout.fnmatch_lines([f"readstream: model version {expected} (--readstream-model-version)"])
+
+
+def test_bad_model_version(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mv="def test_x(): pass\n")
+    result = pytester.runpytest("--readstream-model-version=17")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--readstream-model-version: version = '17' has no model: allowed 18, 19, 20devel*"]
+    )
