@@ -71,11 +71,16 @@ __all__ = [
 
 FORK_NAMES = ("main", "fsm", "vm", "init")
 
-#: Settings recorded with every measurement (read from the measured session).
+#: Settings recorded with every measurement (read from the measured session). A name the
+#: server's version lacks is simply not recorded (``io_workers`` is 18's, ``io_min_workers`` and
+#: ``io_max_workers`` are 19's and later).
 RECORDED_SETTINGS = (
     "server_version",
+    "server_version_num",
     "io_method",
     "io_workers",
+    "io_min_workers",
+    "io_max_workers",
     "shared_buffers",
     "io_max_combine_limit",
     "io_combine_limit",
