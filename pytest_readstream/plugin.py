@@ -394,9 +394,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     problem = item.stash.get(MARKER_ERROR_KEY, None)
     if problem is not None:
         pytest.fail(problem, pytrace=False)
+    harness = item.stash.get(_HARNESS_PROBLEM_KEY, None)
+    if harness is not None:
+        from .harness_errors import HarnessError
+
+        raise HarnessError(harness)
 
 
 _MISSING_KEY = pytest.StashKey[list[str]]()
+_HARNESS_PROBLEM_KEY = pytest.StashKey[str]()
 
 
 def _skip_missing_capabilities(item: pytest.Item, implementation: Any, impl_name: str) -> None:
@@ -414,6 +420,14 @@ def _skip_missing_capabilities(item: pytest.Item, implementation: Any, impl_name
         settings = None
     have = capabilities_for(implementation, settings)
     missing = [cap for cap in needed if cap not in have]
+    problem = getattr(implementation, "harness_problem", None)
+    for cap in missing:
+        why_not = problem(cap) if callable(problem) else None
+        if why_not:
+            # Not a capability the implementation lacks, but one the harness failed to set up
+            # (the probe did not build, the server did not start): the test errors as such.
+            item.stash[_HARNESS_PROBLEM_KEY] = why_not
+            return
     if missing:
         item.stash[_MISSING_KEY] = missing
         name = getattr(implementation, "name", impl_name)
@@ -433,6 +447,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # The teardown report is the last one: it carries the complete scenario.
         item.user_properties.append((SCENARIO_PROPERTY, repro_for(item).as_dict()))
     report: pytest.TestReport = yield
+    if report.failed and call.excinfo is not None:
+        from .harness_errors import HARNESS_ERROR_PROPERTY, harness_error_line
+
+        line = harness_error_line(call.excinfo.value)
+        if line is not None:
+            # The test judged nothing: the report and the verdict say so (harness_errors.py).
+            report.user_properties.append((HARNESS_ERROR_PROPERTY, line))
     if readstream and report.failed:
         already = item.stash.get(CALL_FAILED_KEY, False)
         if call.when == "call":

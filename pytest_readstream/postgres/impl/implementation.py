@@ -60,7 +60,7 @@ import psycopg
 from psycopg import sql
 
 from ...protocol import ScanOutcome, ScanRequest
-from ..builds._cbuild import CBuildUnavailable, server_headers
+from ..builds._cbuild import CBuildUnavailable, CCompileFailed, server_headers
 from ..builds.pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
 from ..builds.probe_build import build_probe
 from ..errors import (
@@ -150,6 +150,11 @@ def session_settings_for(settings: Any, planner: dict[str, bool] | None = None) 
         ignore_checksum_failure=settings.ignore_checksum_failure,
         planner=dict(planner or {}),
     )
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
 
 
 def _model_version_of(bindir: Path | None) -> str:
@@ -272,6 +277,8 @@ class PostgresImplementation:
         self._streams: RemoteStreams | None = None
         # Why the server's stream API cannot be driven here (no compiler, headers, probe), or None.
         self._stream_problem: str | None = None
+        # The same, when it is the harness failing at its part (harness_errors.py), or None.
+        self._stream_harness: str | None = None
         self._stream_checked = False
         self._claim_fault_injection(interpose)
 
@@ -342,6 +349,14 @@ class PostgresImplementation:
             return "the server's struct ReadStream does not have PostgreSQL 18's layout (checked at run time)"
         return None
 
+    def harness_problem(self, capability: str) -> str | None:
+        """``"the harness could not ..."`` when ``capability`` is missing because the harness failed
+        (the probe did not compile or load, the server did not start), not because the server
+        lacks it; the plugin then errors the test as a harness error (no verdict)."""
+        if capability in ("stream-api", "per-buffer-data", "introspection"):
+            return self._stream_harness
+        return None
+
     def _stream_header_declares(self, function: str) -> bool:
         """Whether the server's ``storage/read_stream.h`` declares ``function``."""
         try:
@@ -374,13 +389,22 @@ class PostgresImplementation:
             streams.verify_layout()
         except (CBuildUnavailable, PgSourceUnavailable) as err:
             self._stream_problem = f"the probe extension cannot be built: {err}"
+            if isinstance(err, CCompileFailed) or self.source.wanted:
+                # A compiler and headers were there (or the server's own source was asked for):
+                # the harness failed, the server lacks nothing.
+                self._stream_harness = f"the harness could not build the probe: {_first_line(err)}"
             return
         except psycopg.Error as err:
             self._stream_problem = f"the probe extension does not load: {str(err).strip().splitlines()[0]}"
+            self._stream_harness = f"the harness could not load the probe: {_first_line(err)}"
             return
         except (PgNotAvailable, PgStartupError, PgServerDied) as err:
             # The scans report the server's trouble themselves; the stream tests name it once.
             self._stream_problem = f"the server could not be used to drive its stream: {err}"
+            if not isinstance(err, PgServerDied):
+                self._stream_harness = (
+                    f"the harness could not start the PostgreSQL server: {_first_line(err)}"
+                )
             return
         self._streams = streams
 
@@ -473,12 +497,18 @@ class PostgresImplementation:
         except (PgServerDied, PgStartupError, PgNotAvailable) as err:
             self._unusable = err
             self.close()
-            if self._in_pytest() and "PYTEST_XDIST_WORKER" not in os.environ:
+            if (
+                isinstance(err, PgServerDied)
+                and self._in_pytest()
+                and "PYTEST_XDIST_WORKER" not in os.environ
+            ):
                 import pytest
 
                 # One clear message and no further test; under pytest-xdist a worker cannot end
                 # the run, so this test fails with the error and the later ones are skipped.
                 pytest.exit(f"readstream postgres implementation: {err}")
+            # A server that never started is a harness error (harness_errors.py): this test
+            # fails with it, the later ones skip, and readstream check gives no verdict.
             raise
 
     def _unusable_summary(self) -> str:

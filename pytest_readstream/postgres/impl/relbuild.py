@@ -92,6 +92,8 @@ class UnsupportedLayout(PgHarnessError):
 class LayoutMismatch(PgHarnessError):
     """The server's table differs from the model's after building (the message lists what)."""
 
+    readstream_harness_error = "build the relation the model describes"
+
 
 def _maxalign(n: int) -> int:
     return (n + 7) & ~7
