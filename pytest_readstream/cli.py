@@ -306,6 +306,22 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
     return 0 if matrix["all_killed"] and matrix["reference_clean"] else 1
 
 
+def _check_c_build_bindir(bindir: str) -> None:
+    """A build the C mutants compile against: its programs and headers, or one line (exit 2)."""
+    from .postgres.builds._cbuild import CBuildUnavailable, server_headers
+    from .postgres.errors import PgNotAvailable
+    from .postgres.servers.server import build_bindir
+
+    try:
+        server_headers(build_bindir(bindir))
+    except CBuildUnavailable as err:
+        raise CliError(
+            f"--pg-bindir {bindir}: {err}; the C mutants are compiled against its headers"
+        ) from None
+    except PgNotAvailable as err:
+        raise CliError(f"--pg-bindir {bindir}: {err}") from None
+
+
 def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
     try:
         from .mutants import format_kill_matrix
@@ -330,6 +346,7 @@ def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
     else:
         server_args.append("--readstream-pg-fetch-source")
     if args.pg_bindir:
+        _check_c_build_bindir(args.pg_bindir)
         server_args.append(f"--readstream-pg-bindir={Path(args.pg_bindir).resolve()}")
     matrix = run_c_kill_matrix(server_args, pytest_args, args.only or None)
     print(format_kill_matrix(matrix, reference="unmutated copy"))
@@ -655,12 +672,24 @@ def _cmd_pg_build(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(
         prog="readstream pg-build",
         description=(
-            "Build PostgreSQL from its source (Debian's upstream tarball, fetched and cached) with "
-            "liburing, assertions and injection points, into the harness's cache; print its bin/ "
-            "directory. pytest --readstream-pg-build uses the default build."
+            "Build PostgreSQL with liburing, assertions and injection points into the harness's "
+            "cache and print its bin/ directory: a release (Debian's upstream tarball, fetched and "
+            "cached), or a source tree of your own (--source: an extracted tarball or a checkout of "
+            "18.x, 19.x or master) or its meson build directory (--build-dir). A tree is built once "
+            "per content and rebuilt incrementally. pytest --readstream-pg-build uses the default build."
         ),
+        epilog="exit status: 0 built (or already built); 1 --check found no build; 2 refused or failed (one line)",
     )
     p.add_argument("--pg-version", default=None, help="the release to build (default: 18.6)")
+    p.add_argument(
+        "--source", metavar="DIR", default=None, help="a PostgreSQL source tree to build (18.x, 19.x, master)"
+    )
+    p.add_argument(
+        "--build-dir",
+        metavar="DIR",
+        default=None,
+        help="an existing meson build directory of the tree: built as configured, never reconfigured",
+    )
     p.add_argument("--no-cassert", action="store_true", help="without assertions (-Dcassert=false)")
     p.add_argument(
         "--no-injection-points",
@@ -679,6 +708,9 @@ def _cmd_pg_build(argv: Sequence[str]) -> int:
         ensure_build,
         find_build,
     )
+
+    if args.source or args.build_dir:
+        return _pg_build_tree(args)
 
     try:
         options = BuildOptions(
@@ -703,8 +735,7 @@ def _cmd_pg_build(argv: Sequence[str]) -> int:
             options, progress=lambda line: print(f"readstream pg-build: {line}", file=sys.stderr)
         )
     except PgBuildUnavailable as err:
-        print(f"readstream pg-build: {err}", file=sys.stderr)
-        return 1
+        raise CliError(str(err)) from None
     print(build.bindir)
     print(
         f"readstream pg-build: {build.describe()}; built in {build.seconds / 60:.1f} min. Use it with "
@@ -714,6 +745,39 @@ def _cmd_pg_build(argv: Sequence[str]) -> int:
             and options.version == DEFAULT_VERSION
             else f"pytest --readstream-impl=postgres --readstream-pg-bindir={build.bindir}"
         ),
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _pg_build_tree(args: argparse.Namespace) -> int:
+    """``readstream pg-build --source DIR`` / ``--build-dir DIR``: a tree of one's own (pgtree)."""
+    from .postgres.builds.pgbuild import BuildOptions, PgBuildUnavailable
+    from .postgres.builds.pgtree import build_tree
+
+    if args.pg_version:
+        raise CliError(
+            "--pg-version names a release to fetch; with --source or --build-dir the tree says its version"
+        )
+    if args.check:
+        raise CliError(
+            "--check applies to the fetched releases; a tree is looked up by building it (a no-op when built)"
+        )
+    try:
+        result = build_tree(
+            Path(args.source) if args.source else None,
+            BuildOptions(
+                cassert=not args.no_cassert, injection_points=not args.no_injection_points, jobs=args.jobs
+            ),
+            build_dir=Path(args.build_dir) if args.build_dir else None,
+            progress=lambda line: print(f"readstream pg-build: {line}", file=sys.stderr),
+        )
+    except PgBuildUnavailable as err:
+        raise CliError(str(err)) from None
+    print(result.build.bindir)
+    print(
+        f"readstream pg-build: {result.describe()}. Use it with pytest --readstream-impl=postgres "
+        f"--readstream-pg-bindir={result.build.bindir} --readstream-pg-source={result.build.source}",
         file=sys.stderr,
     )
     return 0

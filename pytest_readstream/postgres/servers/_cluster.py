@@ -368,7 +368,14 @@ class _Cluster:
 
     def check_known(self, gucs: dict[str, str]) -> None:
         """Raise :class:`PgSettingUnavailable` (one line) for a GUC this server does not have."""
-        for name, value in {**_BASE_GUCS, **gucs}.items():
+        for name in _BASE_GUCS:
+            if name in self.absent:
+                # Without it no measurement would be what the harness promises: no server at all.
+                raise PgStartupError(
+                    f"PostgreSQL {self.version_num // 10000} at {self.bindir} has no setting {name}, which "
+                    "the harness sets on every server it starts (postgres -C does not know it)"
+                )
+        for name, value in gucs.items():
             if name in self.absent:
                 raise PgSettingUnavailable(
                     name,
