@@ -62,15 +62,20 @@ def select(only: Sequence[str] | None = None, *, fast: bool = False) -> list[Sce
     return chosen
 
 
-def _request(scenario: Scenario, variant: str) -> ScanRequest:
+def _request(scenario: Scenario, variant: str, version: str | None = None) -> ScanRequest:
+    """The scan request of ``scenario``; ``version`` is the model version that judges the server
+    (the server's own: ``model_version_for(server_version_num)``) unless the scenario names one."""
     from reference_impl import Settings
 
+    settings = dict(scenario.settings)
+    if version is not None:
+        settings.setdefault("version", version)
     return ScanRequest(
         scenario.scan,
         relation=scenario.relation,
         variant=variant,
         params=dict(scenario.params),
-        settings=Settings(**scenario.settings),
+        settings=Settings(**settings),
     )
 
 
@@ -95,14 +100,15 @@ def _io(io: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     }
 
 
-def run_model(scenario: Scenario) -> dict[str, Any]:
-    """The model's side of ``scenario``: figures, resident blocks per relation and fork, answer."""
+def run_model(scenario: Scenario, version: str | None = None) -> dict[str, Any]:
+    """The model's side of ``scenario`` (the model of ``version``, default the settings' own):
+    figures, resident blocks per relation and fork, answer."""
     from reference_impl import ForkNumber
     from reference_impl import scans as model_scans
 
     from ..._reference_scans import INDEX_SCANS, prepare_instance
 
-    request = _request(scenario, _server_variant(scenario.scan))
+    request = _request(scenario, _server_variant(scenario.scan), version)
     inst, rel, _plan = prepare_instance(request)
     target = rel.heap
     kind = INDEX_SCANS.get(scenario.scan)
@@ -138,7 +144,7 @@ def run_model(scenario: Scenario) -> dict[str, Any]:
 
 def run_server(impl: Any, scenario: Scenario) -> dict[str, Any]:
     """The server's side of ``scenario``, measured through ``impl`` (a PostgresImplementation)."""
-    request = _request(scenario, _server_variant(scenario.scan))
+    request = _request(scenario, _server_variant(scenario.scan), getattr(impl, "model_version", None))
     t0 = time.monotonic()
     out = impl.run_scan(request)
     seconds = time.monotonic() - t0
@@ -512,9 +518,11 @@ def run_oracle(
         # Group by restart-level settings (stable within a group) to restart as rarely as possible.
         order = sorted(range(len(chosen)), key=lambda i: (chosen[i].server_key, i))
         by_name: dict[str, dict[str, Any]] = {}
+        # The server is judged by the model of its own version (reference_impl.versions).
+        version = impl.model_version
         for i in order:
             sc = chosen[i]
-            model = run_model(sc)
+            model = run_model(sc, version)
             try:
                 server = run_server(impl, sc)
             except (PgSettingUnavailable, UnsupportedLayout) as err:
@@ -531,6 +539,7 @@ def run_oracle(
         server_facts = {
             "version": impl.server.version,
             "version_num": impl.server.version_num,
+            "model_version": version,
             "kind": impl.server.kind,
             "block_size": impl.server.block_size,
         }
@@ -542,8 +551,9 @@ def run_oracle(
     doc = {
         "schema": SCHEMA_VERSION,
         "description": (
-            "readstream oracle: PostgreSQL 18 model predictions beside measurements on a real "
-            "server (per-backend pg_stat_io diff, pg_buffercache), same relation layouts and settings"
+            f"readstream oracle: the model of PostgreSQL {server_facts['model_version']}: its predictions "
+            "beside measurements on a real server of that version (per-backend pg_stat_io diff, "
+            "pg_buffercache), same relation layouts and settings"
         ),
         "server": server_facts,
         "runtime_seconds": round(total, 1),
@@ -566,7 +576,7 @@ def run_oracle(
         echo(
             f"{s['scenarios']} scenarios: {s['agree']} agree, {s['explained']} explained, "
             f"{s['differ']} differ, {s['skipped']} skipped ({doc['runtime_seconds']} s on PostgreSQL "
-            f"{server_facts['version']})"
+            f"{server_facts['version']}, judged by the model of version {server_facts['model_version']})"
         )
     return doc
 
