@@ -47,10 +47,23 @@ def harness_error_line(exc: BaseException | None) -> str | None:
     return f"the harness could not {what}: {first}"
 
 
+#: A temporary directory's random part (``mkdtemp``: ``-d_bchlg3/``): lines that differ only
+#: there are one error.
+_TEMP_PART = re.compile(r"(?<=[-.])[A-Za-z0-9_]{8}(?=/)")
+
+
 def main_harness_error(lines: Iterable[Any]) -> tuple[str, int, int] | None:
-    """The most frequent harness error of a run: ``(line, tests with it, tests with any)``."""
-    counts = Counter(str(line) for line in lines if line)
+    """The most frequent harness error of a run: ``(line, tests with it, tests with any)``.
+
+    Lines that differ only in a temporary directory's random name count as one."""
+    counts: Counter[str] = Counter()
+    shown: dict[str, str] = {}
+    for line in lines:
+        if line:
+            key = _TEMP_PART.sub("*", str(line))
+            counts[key] += 1
+            shown.setdefault(key, str(line))
     if not counts:
         return None
-    line, n = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
-    return line, n, sum(counts.values())
+    key, n = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+    return shown[key], n, sum(counts.values())

@@ -288,3 +288,15 @@ def test_check_says_the_harness_could_not_start_the_server_and_exits_2(tmp_path:
     report = json.loads((tmp_path / "r.json").read_text())
     stopped = [t for t in report["tests"] if t["harness_error"]]
     assert stopped and all(t["outcome"] in ("failed", "error") for t in stopped)
+
+
+def test_harness_errors_that_differ_only_in_a_temporary_directory_are_one() -> None:
+    from pytest_readstream.harness_errors import main_harness_error
+
+    lines = [
+        "the harness could not build the probe: /tmp/b-1/.src-d_bchlg3/x.h:13: error: unknown type name",
+        "the harness could not build the probe: /tmp/b-1/.src-w56xnxw8/x.h:13: error: unknown type name",
+        "the harness could not start the PostgreSQL server: exit 1",
+    ]
+    assert main_harness_error(lines) == (lines[0], 2, 3)
+    assert main_harness_error([None, ""]) is None
