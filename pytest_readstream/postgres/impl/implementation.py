@@ -1332,5 +1332,13 @@ def _grows(request: ScanRequest) -> bool:
 
 
 def _set_gucs(session: Any, gucs: dict[str, str]) -> None:
+    """``SET`` each of ``gucs`` on the session; one the server lacks is refused in one line first."""
+    known = {
+        r[0] for r in session.execute("SELECT name FROM pg_settings WHERE name = ANY(%s)", (list(gucs),))
+    }
     for name, value in gucs.items():
+        if name not in known:
+            raise PgSettingUnavailable(
+                name, value, "", f"PostgreSQL {session.server.version} has no setting {name} (pg_settings)"
+            )
         session.execute("SELECT set_config(%s, %s, false)", (name, value))
