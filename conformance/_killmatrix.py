@@ -24,6 +24,8 @@ import pytest
 _ENV = "READSTREAM_KILLMATRIX_OUT"
 _SELF_CHECK_ERRORS = ("InvariantViolation", "ModelUsageError")
 _outcomes: dict[str, str] = {}
+# node id -> "the harness could not ..." (written beside the outcomes, as PATH.harness.json)
+_harness: dict[str, str] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -31,8 +33,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if hasattr(report, "wasxfail"):
         _outcomes[nodeid] = "xfailed" if report.skipped else "xpassed"
     elif report.failed:
-        if any(name == "readstream_harness_error" for name, _ in report.user_properties):
+        lines = [str(v) for name, v in report.user_properties if name == "readstream_harness_error"]
+        if lines:
             _outcomes[nodeid] = "harness-error"
+            _harness.setdefault(nodeid, lines[0])
         elif _outcomes.get(nodeid) == "harness-error":
             pass
         elif _is_self_check(report):
@@ -64,3 +68,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(_outcomes, indent=1, sort_keys=True))
     tmp.replace(path)
+    if _harness:
+        side = path.with_name(path.name + ".harness.json")
+        side.write_text(json.dumps(_harness, indent=1, sort_keys=True))

@@ -355,6 +355,17 @@ def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if "output_tail" in ref:
         print(ref["output_tail"].strip().splitlines()[-1], file=sys.stderr)
     _write_json(args.json, matrix)
+    from .harness_errors import main_harness_error
+
+    harness = main_harness_error(ref.get("harness_error_lines") or [])
+    if harness is not None:
+        line, n, _total = harness
+        # The unmutated copy could not be run: no mutant is judged, and that is no verdict.
+        print(
+            f"readstream mutants: ERROR: {line} ({n} tests of the unmutated copy; no mutant judged)",
+            file=sys.stderr,
+        )
+        return 2
     return 0 if matrix["all_killed"] and matrix["reference_clean"] else 1
 
 

@@ -841,6 +841,8 @@ def run_suite(impl: str, args: list[str], timeout_s: float, mode: str = "suite")
         env.pop("READSTREAM_IMPL", None)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
         outcomes: dict[str, str] = json.loads(record.read_text()) if record.exists() else {}
+        side = record.with_name(record.name + ".harness.json")
+        harness_lines: dict[str, str] = json.loads(side.read_text()) if side.exists() else {}
     failed = sorted(k for k, v in outcomes.items() if v == "failed")
     self_checks = sorted(k for k, v in outcomes.items() if v == "self-check")
     harness = sorted(k for k, v in outcomes.items() if v == "harness-error")
@@ -856,6 +858,7 @@ def run_suite(impl: str, args: list[str], timeout_s: float, mode: str = "suite")
         "skipped": sum(1 for v in outcomes.values() if v == "skipped"),
         "passed_tests": sorted(k for k, v in outcomes.items() if v == "passed"),
         "harness_errors": harness,
+        "harness_error_lines": [harness_lines[k] for k in harness if k in harness_lines],
     }
     if proc.returncode not in (0, 1) or not outcomes:
         # Usage errors, internal errors or nothing collected: keep the tail for the report.
