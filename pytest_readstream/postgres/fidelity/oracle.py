@@ -621,7 +621,12 @@ def run_oracle(
             "agree": sum(1 for r in records if r.get("agree")),
             "explained": sum(1 for r in records if r.get("explained")),
             "differ": sum(
-                1 for r in records if not r.get("agree") and not r.get("explained") and "skipped" not in r
+                1
+                for r in records
+                if not r.get("agree")
+                and not r.get("explained")
+                and "skipped" not in r
+                and not r.get("timing_dependent")
             ),
             "skipped": sum(1 for r in records if "skipped" in r),
             "timing_dependent": sum(1 for r in records if r.get("timing_dependent")),
@@ -634,7 +639,8 @@ def run_oracle(
         s = doc["summary"]
         echo(
             f"{s['scenarios']} scenarios: {s['agree']} agree, {s['explained']} explained, "
-            f"{s['differ']} differ, {s['skipped']} skipped ({doc['runtime_seconds']} s on PostgreSQL "
+            f"{s['differ']} differ, {s['timing_dependent']} timing-dependent (server outcomes varied), "
+            f"{s['skipped']} skipped ({doc['runtime_seconds']} s on PostgreSQL "
             f"{server_facts['version']}, judged by the model of version {server_facts['model_version']})"
         )
     return doc
