@@ -15,7 +15,8 @@ Subcommands::
     readstream compare  --base BINDIR --patch BINDIR [--base-source DIR] [--patch-source DIR]
                         [--base-mutant NAME] [--patch-mutant NAME] [--scan NAME ...] [--repeat N]
                         [--json PATH]
-    readstream pg-build [--pg-version X.Y] [--no-cassert] [--no-injection-points] [--jobs N] [--check]
+    readstream pg-build [--pg-version X.Y | --source DIR | --build-dir DIR] [--no-cassert]
+                        [--no-injection-points] [--jobs N] [--check]
     readstream scans    (list every scan and its parameters)
     readstream devices  (list device profiles)
 
