@@ -918,6 +918,13 @@ class StreamDriver:
                     f"stream.distance is {self.stream.distance}, outside 0..{self.limit} (the pin limit the "
                     "settings and strategy give)"
                 )
+            # 19+ has a second distance, the combine distance, bounded by the same pin limit.
+            combine = getattr(self.stream, "combine_distance", None)
+            if isinstance(combine, int) and not 0 <= combine <= self.limit:
+                self.fail(
+                    f"stream.combine_distance is {combine}, outside 0..{self.limit} (the pin limit the "
+                    "settings and strategy give)"
+                )
             if self.stream.max_ios != self.max_ios:
                 self.fail(f"stream.max_ios claims {self.stream.max_ios}; the settings give {self.max_ios}")
 

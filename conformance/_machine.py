@@ -76,8 +76,12 @@ def _settings(draw: Any, versions: tuple[str, ...]) -> Settings:
     # io_combine_limit and io_max_combine_limit are drawn apart: PostgreSQL 18 accepts an
     # io_combine_limit above io_max_combine_limit, and the stream must then follow the smaller.
     icl = draw(st.sampled_from((1, 2, 3, 4, 8, 16, 32, 128)))
+    version = draw(st.sampled_from(versions))
+    workers = draw(st.integers(1, 4))
+    # PostgreSQL 18's fixed pool of io_workers; 19 and later size theirs between two bounds.
+    pool = {"io_workers": workers} if version == "18" else {"io_min_workers": workers, "io_max_workers": 4}
     return Settings(
-        version=draw(st.sampled_from(versions)),
+        version=version,
         shared_buffers=shared_buffers,
         io_combine_limit=icl,
         io_max_combine_limit=draw(st.sampled_from((1, 2, 4, 16, 32, 128))),
@@ -85,7 +89,7 @@ def _settings(draw: Any, versions: tuple[str, ...]) -> Settings:
         effective_io_concurrency=draw(st.one_of(st.integers(0, 8), st.integers(0, 1000))),
         maintenance_io_concurrency=draw(st.one_of(st.integers(0, 8), st.integers(0, 1000))),
         io_method=draw(st.sampled_from(("sync", "worker", "io_uring"))),
-        io_workers=draw(st.integers(1, 4)),
+        **pool,
         debug_io_direct=draw(st.sampled_from(("", "data"))),
     )
 

@@ -15,7 +15,8 @@ Most scans read the table; the index scans (``btvacuumscan``, ``hashbulkdelete``
 access method, which the ``RelationSpec`` must declare (``indexes=(IndexSpec("btree"),)``).
 
 The ``ScanResult`` becomes a ``ScanOutcome``; what has no field of its own (the I/O per context,
-the streams' statistics, the faults that fired) goes into ``extra``.
+the streams' statistics, the faults that fired, the ``IOStats`` an ``explain_io`` scan kept)
+goes into ``extra``.
 """
 
 from __future__ import annotations
@@ -127,6 +128,8 @@ def run_scan(request: ScanRequest, *, costs: Any = None) -> ScanOutcome:
             "stream_stats": res.stream_stats,
             "faults_fired": list(plan.ledger),
             "reads_by_fork": _reads_by_fork(reads),
+            # EXPLAIN (IO)'s counters of a scan run with explain_io (19 on), else None
+            "io_stats": res.io_stats,
         },
     )
 

@@ -342,15 +342,32 @@ def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if args.pg_source and not Path(args.pg_source).is_dir():
         raise CliError(f"--pg-source {args.pg_source}: not a directory")
     server_args = []
-    if args.pg_source:
-        server_args.append(f"--readstream-pg-source={Path(args.pg_source).resolve()}")
-    else:
-        server_args.append("--readstream-pg-fetch-source")
     if args.pg_bindir:
-        _check_c_build_bindir(args.pg_bindir)
-        server_args.append(f"--readstream-pg-bindir={Path(args.pg_bindir).resolve()}")
-    matrix = run_c_kill_matrix(server_args, pytest_args, args.only or None)
+        _check_c_build_bindir(args.pg_bindir)  # its programs and headers, one line each
+    # The tree (fetched once here) and the server's bufmgr.h: each mutant is checked against them.
+    from .postgres import PgHarnessError
+    from .postgres.builds._cbuild import server_headers
+    from .postgres.builds.pgsource import TracedSource
+    from .postgres.servers._cluster import embedded_bindir
+
+    try:
+        bindir = Path(args.pg_bindir).resolve() if args.pg_bindir else Path(embedded_bindir())
+        tree = TracedSource(
+            bindir, Path(args.pg_source).resolve() if args.pg_source else None, fetch=args.pg_fetch_source
+        ).tree()
+        headers = server_headers(bindir)
+        bufmgr_h = (headers.include_dir / "storage" / "bufmgr.h").read_text()
+    except (PgHarnessError, OSError) as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    server_args.append(f"--readstream-pg-source={tree}")
+    if args.pg_bindir:
+        server_args.append(f"--readstream-pg-bindir={bindir}")
+    matrix = run_c_kill_matrix(
+        server_args, pytest_args, args.only or None, source=tree, bufmgr_h=bufmgr_h, version=headers.version
+    )
     print(format_kill_matrix(matrix, reference="unmutated copy"))
+    for why in matrix["not_applicable"].values():
+        print(why)  # "C mutant NAME does not apply to PostgreSQL V's read_stream.c: ..."
     print(f"time: {matrix['seconds']:.0f} s for {1 + len(matrix['mutants'])} runs of the suite")
     ref = matrix["reference"]
     if "output_tail" in ref:

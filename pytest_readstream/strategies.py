@@ -224,6 +224,17 @@ def tiny_pool_settings(*, pin_limit: int | None = None, versions: tuple[str, ...
     return tiny()
 
 
+def _io_worker_settings(draw: Any, version: str, counts: Any) -> dict[str, Any]:
+    """The I/O worker pool's size as ``version`` has it: PostgreSQL 18's ``io_workers``, or 19's
+    ``io_min_workers`` and ``io_max_workers`` (both drawn from ``counts``, in either order)."""
+    from reference_impl.settings import VERSION_SETTINGS
+    from reference_impl.versions import canonical_version
+
+    if "io_workers" in VERSION_SETTINGS[canonical_version(version)]:
+        return {"io_workers": draw(counts)}
+    return {"io_min_workers": draw(counts), "io_max_workers": draw(counts)}
+
+
 def _guc_integers(name: str, *, high: int | None = None) -> Any:
     """A GUC's whole range (``GUC_RANGES``, PostgreSQL 18's GUC table), its ends and small values
     weighted up: ranges run to millions, and the interesting values sit at the ends."""
@@ -269,15 +280,16 @@ def all_settings(
             backends[name] = value
             budget -= value
         vbul = draw(st.one_of(st.just(0), st.integers(128, 16777216), st.sampled_from((128, 256, 2048))))
+        version = draw(st.sampled_from(versions))
         return Settings(
-            version=draw(st.sampled_from(versions)),
+            version=version,
             shared_buffers=draw(_guc_integers("shared_buffers", high=max_shared_buffers)),
             io_combine_limit=draw(_guc_integers("io_combine_limit")),
             io_max_combine_limit=draw(_guc_integers("io_max_combine_limit")),
             effective_io_concurrency=draw(_guc_integers("effective_io_concurrency")),
             maintenance_io_concurrency=draw(_guc_integers("maintenance_io_concurrency")),
             io_method=draw(st.sampled_from(("sync", "worker", "io_uring"))),
-            io_workers=draw(_guc_integers("io_workers")),
+            **_io_worker_settings(draw, version, _guc_integers("io_workers")),
             debug_io_direct=draw(st.sampled_from(("", "data"))),
             vacuum_buffer_usage_limit=vbul,
             synchronize_seqscans=draw(st.booleans()),
@@ -310,15 +322,16 @@ def settings(
 
     @st.composite
     def general(draw: Any) -> Any:
+        version = draw(st.sampled_from(versions))
         return Settings(
-            version=draw(st.sampled_from(versions)),
+            version=version,
             shared_buffers=draw(st.integers(16, max_shared_buffers)),
             io_combine_limit=draw(st.integers(1, 128)),
             io_max_combine_limit=draw(st.sampled_from((16, 32, 128, draw(st.integers(1, 128))))),
             effective_io_concurrency=draw(st.integers(0, 64)),
             maintenance_io_concurrency=draw(st.integers(0, 64)),
             io_method=draw(st.sampled_from(io_methods)),
-            io_workers=draw(st.integers(1, 8)),
+            **_io_worker_settings(draw, version, st.integers(1, 8)),
             debug_io_direct=draw(st.sampled_from(("", "data"))),
         )
 

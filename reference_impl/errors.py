@@ -20,6 +20,8 @@ __all__ = [
     "ChecksumFailure",
     "ReadBeyondEOF",
     "NoUnpinnedBuffers",
+    "NoEmptyLocalBuffer",
+    "OtherSessionTempRelation",
     "QueryCanceled",
     "PinLeakError",
 ]
@@ -101,6 +103,25 @@ class NoUnpinnedBuffers(PgError):
 
     def __init__(self) -> None:
         super().__init__("no unpinned buffers available")
+
+
+class NoEmptyLocalBuffer(PgError):
+    """``no empty local buffer available`` (``GetLocalVictimBuffer``: every local buffer pinned)."""
+
+    sqlstate = "53000"
+
+    def __init__(self) -> None:
+        super().__init__("no empty local buffer available")
+
+
+class OtherSessionTempRelation(PgError):
+    """``cannot access temporary tables of other sessions`` (``RELATION_IS_OTHER_TEMP``)."""
+
+    sqlstate = "0A000"
+
+    def __init__(self, relation: str) -> None:
+        self.relation = relation
+        super().__init__("cannot access temporary tables of other sessions")
 
 
 class QueryCanceled(PgError):

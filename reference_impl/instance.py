@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .buffers.bufmgr import Backend
-from .buffers.pool import BufferPool, InflightIO
+from .buffers.bufmgr19 import Backend19
+from .buffers.pool import BufferPool, BufferPool19, InflightIO
 from .buffers.strategy import (
     BufferAccessStrategy,
     BufferAccessStrategyType,
@@ -69,9 +70,12 @@ class Instance:
             page_cache=self.page_cache,
             faults=faults if faults is not None else FaultPlan(),
         )
-        self.pool = BufferPool(self.settings, self.clock, self.storage)
+        # PostgreSQL 18's buffer manager, or 19's (no free list; the read path of bufmgr19).
+        v18 = self.settings.version == "18"
+        self.pool: BufferPool = (BufferPool if v18 else BufferPool19)(self.settings, self.clock, self.storage)
+        self._backend_class: type[Backend] = Backend if v18 else Backend19
         self.io_method = make_io_method(
-            self.settings.io_method, self.storage, self.costs, self.settings.io_workers
+            self.settings.io_method, self.storage, self.costs, settings=self.settings
         )
         self.record_reads = record_reads
         self.debug = debug
@@ -81,14 +85,13 @@ class Instance:
     def backend(self, name: str | None = None, *, record_reads: bool | None = None) -> Backend:
         """Start a new backend (client connection) on this instance."""
         bid = len(self.backends) + 1
-        be = Backend(
+        be = self._backend_class(
             self,
             bid,
             name or f"backend{bid}",
             record_reads=self.record_reads if record_reads is None else record_reads,
         )
         self.backends.append(be)
-        self.pool.backends.append(be)
         return be
 
     def simulate(self, *procs: Callable[[], Any], names: list[str] | None = None) -> list[Any]:
@@ -107,10 +110,19 @@ class Instance:
         forks: dict[ForkNumber, int] | None = None,
         content: PageContent | None = None,
         is_catalog: bool = False,
+        temp_of: Backend | None = None,
     ) -> Relation:
-        """Create a relation directly in storage (the fixture back door)."""
+        """Create a relation directly in storage (the fixture back door); with ``temp_of``, a
+        temporary relation of that backend (``CREATE TEMP TABLE`` in its session), read through
+        its local buffers."""
         return self.storage.create_relation(
-            name, main_blocks, forks=forks, content=content, is_catalog=is_catalog
+            name,
+            main_blocks,
+            forks=forks,
+            content=content,
+            is_catalog=is_catalog,
+            persistence="p" if temp_of is None else "t",
+            temp_owner=None if temp_of is None else temp_of.id,
         )
 
     def relation(self, name: str) -> Relation:

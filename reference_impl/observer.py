@@ -30,27 +30,48 @@ them (``tests/model/test_identity_traces.py`` records through this interface).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .clock import VirtualClock
 
 if TYPE_CHECKING:
-    from .buffers.bufmgr import Backend, ReadBuffersOperation
-    from .buffers.pool import InflightIO
     from .errors import PgError
+    from .io.handle import InflightIO
+    from .storage.relation import ForkNumber, Relation
 
-__all__ = ["ReadPathObserver", "WaitRecorder"]
+__all__ = ["ReadPathObserver", "WaitRecorder", "ObservedBackend", "ObservedRead"]
+
+
+class ObservedBackend(Protocol):
+    """The backend an observer hears from (:class:`~reference_impl.buffers.bufmgr.Backend`),
+    as far as every observer may rely on it. The buffer manager depends on this module, not
+    the other way round: an observer that needs more annotates its ``backend`` as ``Any``."""
+
+    name: str
+    id: int
+    clock: VirtualClock
+
+
+class ObservedRead(Protocol):
+    """A read operation an observer hears of (``ReadBuffersOperation``)."""
+
+    rel: Relation
+    fork: ForkNumber
+    blocknum: int
+    nblocks: int
 
 
 class ReadPathObserver:
     """Base class of a backend's read-path observer (``bufmgr.c``'s trace points); every event
     is a no-op here, so a subclass overrides only what it needs."""
 
-    def stream_begun(self, backend: Backend, stream: Any) -> None:
+    def stream_begun(self, backend: ObservedBackend, stream: Any) -> None:
         """``read_stream_begin_relation`` returned ``stream``."""
 
     def read_buffers_starting(
         self,
-        backend: Backend,
-        op: ReadBuffersOperation,
+        backend: ObservedBackend,
+        op: ObservedRead,
         buffers: list[int],
         index: int,
         blocknum: int,
@@ -63,8 +84,8 @@ class ReadPathObserver:
 
     def read_buffers_started(
         self,
-        backend: Backend,
-        op: ReadBuffersOperation,
+        backend: ObservedBackend,
+        op: ObservedRead,
         buffers: list[int],
         index: int,
         blocknum: int,
@@ -77,32 +98,34 @@ class ReadPathObserver:
         """``StartReadBuffers`` pinned ``buffers[index:index + nblocks]`` (its ``*nblocks`` out
         value) and returned ``need_wait``; it was called at virtual time ``start_us``."""
 
-    def io_issued(self, backend: Backend, ioh: InflightIO) -> None:
+    def io_issued(self, backend: ObservedBackend, ioh: InflightIO) -> None:
         """An I/O of ``ioh.nblocks`` blocks from ``ioh.start`` was submitted (or, for a read the
         backend performs itself, started); ``ioh.complete_at`` is when it will be done."""
 
-    def io_completed(self, backend: Backend, ioh: InflightIO) -> None:
+    def io_completed(self, backend: ObservedBackend, ioh: InflightIO) -> None:
         """An I/O this backend issued completed (``ioh.error`` says whether it failed)."""
 
-    def read_buffers_waiting(self, backend: Backend, op: ReadBuffersOperation) -> None:
+    def read_buffers_waiting(self, backend: ObservedBackend, op: ObservedRead) -> None:
         """``WaitReadBuffers(op)`` is about to run."""
 
     def read_buffers_waited(
         self,
-        backend: Backend,
-        op: ReadBuffersOperation,
+        backend: ObservedBackend,
+        op: ObservedRead,
         start_us: int,
         end_us: int,
         needed_wait: bool,
         error: PgError | None,
     ) -> None:
-        """``WaitReadBuffers(op)`` ran from ``start_us`` to ``end_us``; ``needed_wait`` is master's
-        return value; ``error`` is the error it raised, if any."""
+        """``WaitReadBuffers(op)`` ran from ``start_us`` to ``end_us``; ``needed_wait`` is the
+        version's return value (``Backend.wait_read_buffers``); ``error`` is the error it raised, if any."""
 
-    def buffer_released(self, backend: Backend, buf: int) -> None:
+    def buffer_released(self, backend: ObservedBackend, buf: int) -> None:
         """``ReleaseBuffer(buf)`` dropped one of this backend's pins."""
 
-    def buffer_flushed(self, backend: Backend, buf: int, context: str, start_us: int, end_us: int) -> None:
+    def buffer_flushed(
+        self, backend: ObservedBackend, buf: int, context: str, start_us: int, end_us: int
+    ) -> None:
         """``FlushBuffer`` wrote ``buf`` (a dirty victim) from ``start_us`` to ``end_us``."""
 
 
@@ -112,7 +135,7 @@ class _Fanout(ReadPathObserver):
     def __init__(self, observers: tuple[ReadPathObserver, ...]) -> None:
         self.observers = observers
 
-    def stream_begun(self, backend: Backend, stream: Any) -> None:
+    def stream_begun(self, backend: ObservedBackend, stream: Any) -> None:
         for o in self.observers:
             o.stream_begun(backend, stream)
 
@@ -124,15 +147,15 @@ class _Fanout(ReadPathObserver):
         for o in self.observers:
             o.read_buffers_started(*args)
 
-    def io_issued(self, backend: Backend, ioh: InflightIO) -> None:
+    def io_issued(self, backend: ObservedBackend, ioh: InflightIO) -> None:
         for o in self.observers:
             o.io_issued(backend, ioh)
 
-    def io_completed(self, backend: Backend, ioh: InflightIO) -> None:
+    def io_completed(self, backend: ObservedBackend, ioh: InflightIO) -> None:
         for o in self.observers:
             o.io_completed(backend, ioh)
 
-    def read_buffers_waiting(self, backend: Backend, op: ReadBuffersOperation) -> None:
+    def read_buffers_waiting(self, backend: ObservedBackend, op: ObservedRead) -> None:
         for o in self.observers:
             o.read_buffers_waiting(backend, op)
 
@@ -140,7 +163,7 @@ class _Fanout(ReadPathObserver):
         for o in self.observers:
             o.read_buffers_waited(*args)
 
-    def buffer_released(self, backend: Backend, buf: int) -> None:
+    def buffer_released(self, backend: ObservedBackend, buf: int) -> None:
         for o in self.observers:
             o.buffer_released(backend, buf)
 
@@ -171,8 +194,8 @@ class WaitRecorder(ReadPathObserver):
 
     def read_buffers_waited(
         self,
-        backend: Backend,
-        op: ReadBuffersOperation,
+        backend: ObservedBackend,
+        op: ObservedRead,
         start_us: int,
         end_us: int,
         needed_wait: bool,

@@ -78,8 +78,7 @@ from .errors import ModelUsageError, SettingError
 from .storage.relation import RELSEG_SIZE, ForkNumber, Relation
 
 if TYPE_CHECKING:
-    from .buffers.bufmgr import Backend
-    from .instance import Instance
+    from .buffers.bufmgr import Backend, BufferManagerHost
 
 __all__ = ["HeuristicReadahead", "ReadaheadStats", "SCOPES", "readahead_detectors"]
 
@@ -147,7 +146,7 @@ class _Detector:
         self.wrapped = False
 
 
-def readahead_detectors(instance: Instance) -> dict[tuple[int, ...], _Detector]:
+def readahead_detectors(instance: BufferManagerHost) -> dict[tuple[int, ...], _Detector]:
     """The instance's detector table (created on first use; survives statements)."""
     table = getattr(instance, "_readahead_detectors", None)
     if table is None:
@@ -201,7 +200,7 @@ class HeuristicReadahead:
         self._pending: dict[int, tuple[int, int, bool]] = {}
         self._advised: set[int] = set()
         self._inflight: list[InflightIO] = []
-        self._instance: Instance | None = None
+        self._instance: BufferManagerHost | None = None
 
     # ------------------------------------------------------------------------------ set-up
     def install(self, backend: Backend) -> HeuristicReadahead:
@@ -210,7 +209,7 @@ class HeuristicReadahead:
         backend.readahead = self
         return self
 
-    def _bind(self, instance: Instance) -> None:
+    def _bind(self, instance: BufferManagerHost) -> None:
         if self._instance is None:
             self._instance = instance
         elif self._instance is not instance:
@@ -444,7 +443,7 @@ class HeuristicReadahead:
             bufs = [INVALID_BUFFER] * n
             accepted, started = backend.start_read_buffers(op, bufs, 0, start, n, 0)
             ioh = op.ioh
-            if started and ioh is not None:
+            if started and ioh is not None and not op.foreign_io:
                 st.speculative_ios += 1
                 st.speculative_blocks += ioh.nblocks
                 self._inflight.append(ioh)

@@ -27,7 +27,7 @@ from typing import Any
 from .errors import SettingError
 from .versions import VERSIONS, canonical_version
 
-__all__ = ["Settings", "GUC_RANGES", "VERSIONS", "IO_METHODS", "NUM_AUXILIARY_PROCS"]
+__all__ = ["Settings", "GUC_RANGES", "VERSIONS", "VERSION_SETTINGS", "IO_METHODS", "NUM_AUXILIARY_PROCS"]
 
 BLCKSZ = 8192
 IO_METHODS = ("sync", "worker", "io_uring")
@@ -47,6 +47,11 @@ GUC_RANGES: dict[str, tuple[float, float, str, str | None]] = {
     "effective_io_concurrency": (0, 1000, "", None),
     "maintenance_io_concurrency": (0, 1000, "", None),
     "io_workers": (1, 32, "", None),
+    "io_min_workers": (1, 32, "", None),
+    "io_max_workers": (1, 32, "", None),
+    "io_worker_idle_timeout": (0, _INT_MAX, "ms", "ms"),
+    "io_worker_launch_interval": (0, _INT_MAX, "ms", "ms"),
+    "temp_buffers": (100, _INT_MAX // 2, "blocks of 8 kB", "blocks"),
     "max_connections": (1, 262143, "", None),
     "autovacuum_worker_slots": (1, 262143, "", None),
     "max_worker_processes": (0, 262143, "", None),
@@ -59,6 +64,21 @@ GUC_RANGES: dict[str, tuple[float, float, str, str | None]] = {
     "vacuum_cost_page_miss": (0, 10000, "", None),
     "vacuum_cost_page_dirty": (0, 10000, "", None),
 }
+
+# The I/O worker GUCs of each version (method_worker.c): 18 has a fixed pool of io_workers, 19 and
+# later a pool that sizes itself between io_min_workers and io_max_workers. Each maps to its
+# default (guc_tables.c / guc_parameters.dat); a version refuses the others (None = not set).
+VERSION_SETTINGS: dict[str, dict[str, int]] = {
+    "18": {"io_workers": 3},
+    "19": {
+        "io_min_workers": 2,
+        "io_max_workers": 8,
+        "io_worker_idle_timeout": 60000,
+        "io_worker_launch_interval": 100,
+    },
+}
+VERSION_SETTINGS["20devel"] = VERSION_SETTINGS["19"]
+_ALL_VERSION_SETTINGS = tuple(dict.fromkeys(n for v in VERSION_SETTINGS.values() for n in v))
 
 _BOOL_SETTINGS = (
     "synchronize_seqscans",
@@ -87,7 +107,12 @@ class Settings:
     effective_io_concurrency: int = 16
     maintenance_io_concurrency: int = 16
     io_method: str = "worker"
-    io_workers: int = 3
+    io_workers: int | None = None
+    io_min_workers: int | None = None
+    io_max_workers: int | None = None
+    io_worker_idle_timeout: int | None = None
+    io_worker_launch_interval: int | None = None
+    temp_buffers: int = 1024
     debug_io_direct: str = ""
     max_connections: int = 100
     autovacuum_worker_slots: int = 16
@@ -108,6 +133,17 @@ class Settings:
     def __post_init__(self) -> None:
         # "master" is stored as the version it names, so that equal models compare equal.
         object.__setattr__(self, "version", canonical_version(self.version))
+        own = VERSION_SETTINGS[self.version]
+        for name in _ALL_VERSION_SETTINGS:
+            value = getattr(self, name)
+            if name not in own:
+                if value is not None:
+                    raise SettingError(
+                        f"{name} is not a setting of PostgreSQL {self.version}: it has "
+                        f"{_version_settings_text(self.version)} instead"
+                    )
+            elif value is None:
+                object.__setattr__(self, name, own[name])
         if self.io_method not in IO_METHODS:
             raise SettingError(f"io_method = {self.io_method!r} is invalid: allowed {', '.join(IO_METHODS)}")
         for name in _BOOL_SETTINGS:
@@ -116,6 +152,8 @@ class Settings:
                 raise SettingError(f"{name} = {value!r} is invalid: allowed on/off (a boolean)")
         for name, (lo, hi, unit, _kind) in GUC_RANGES.items():
             value = getattr(self, name)
+            if value is None and name in _ALL_VERSION_SETTINGS and name not in own:
+                continue
             is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if name != "vacuum_cost_delay" and not isinstance(value, int):
                 is_number = False
@@ -181,12 +219,23 @@ class Settings:
 
     # ----------------------------------------------------------------------------- building
     def replace(self, **changes: Any) -> Settings:
-        """A copy with some settings changed (values may be strings with units)."""
-        return Settings.from_mapping({**self.as_dict(), **changes})
+        """A copy with some settings changed (values may be strings with units).
+
+        A copy for another ``version`` takes that version's defaults for the I/O worker settings
+        it has, and drops those it lacks (``io_workers`` of 18 means nothing to 19's pool, which
+        sizes itself; ``VERSION_SETTINGS``) unless ``changes`` names them, which is refused.
+        """
+        return Settings.from_mapping(_changed(self.as_dict(), changes))
 
     def as_dict(self) -> dict[str, Any]:
-        """Every setting by GUC name (what trace JSON and reports print)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        """Every setting of this version by GUC name (what trace JSON and reports print); the
+        I/O worker settings of other versions are left out."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if not f.name.startswith("_")
+            and (f.name not in _ALL_VERSION_SETTINGS or f.name in VERSION_SETTINGS[self.version])
+        }
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -212,7 +261,26 @@ class Settings:
             name, _, value = item.partition("=")
             changes[name.strip()] = value.strip()
         start = (base or cls()).as_dict()
-        return cls.from_mapping({**start, **changes})
+        return cls.from_mapping(_changed(start, changes))
+
+
+def _version_settings_text(version: str) -> str:
+    if version == "18":
+        return "io_workers (a fixed pool of I/O workers)"
+    return "io_min_workers and io_max_workers (a pool of I/O workers that sizes itself)"
+
+
+def _changed(start: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``start`` (an ``as_dict``) with ``changes`` applied; if the version changes, the I/O
+    worker settings of the old version that the new one lacks are dropped first."""
+    out = dict(start)
+    if "version" in changes:
+        new = canonical_version(changes["version"])
+        for name in list(out):
+            if name in _ALL_VERSION_SETTINGS and name not in VERSION_SETTINGS[new]:
+                del out[name]
+    out.update(changes)
+    return out
 
 
 def _fmt(v: float) -> str:

@@ -86,6 +86,12 @@ class BackendStats:
     shared_blks_hit: int = 0
     shared_blks_read: int = 0
     shared_blks_written: int = 0
+    # Temporary relations (local buffers): pg_stat_io's object "temp relation" (context normal)
+    # and pgBufferUsage's local_blks_*.
+    io_temp: IOContextStats = field(default_factory=IOContextStats)
+    local_blks_hit: int = 0
+    local_blks_read: int = 0
+    local_blks_written: int = 0
     waits: int = 0
     wait_us: int = 0
     vacuum_cost_balance: int = 0

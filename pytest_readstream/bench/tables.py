@@ -160,6 +160,13 @@ def _settings(**kw: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(kw.items()))
 
 
+def _fixed_workers(n: int) -> dict[str, int]:
+    """A fixed pool of ``n`` I/O workers on master, whose pool sizes itself between
+    ``io_min_workers`` and ``io_max_workers`` (PostgreSQL 18's ``io_workers`` is not a setting
+    there): both bounds ``n``."""
+    return {"io_min_workers": n, "io_max_workers": n}
+
+
 def _params(**kw: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((k, v) for k, v in kw.items() if v is not None))
 
@@ -287,7 +294,7 @@ def _sample_tables(scale: float) -> list[SeedTable]:
     settings = _settings(
         version="master",
         io_method="worker",
-        io_workers=32,
+        **_fixed_workers(32),
         debug_io_direct="data",
         shared_buffers=16384,
         effective_io_concurrency=16,
@@ -354,8 +361,8 @@ def _sample_tables(scale: float) -> list[SeedTable]:
             "effective_io_concurrency=16; cold shared buffers (restart before each run)"
         ),
         assumptions=[
-            "io_workers=32: master grows its I/O worker pool under load and the thread does not say how "
-            "far; the 8-client figure needs about 32 reads in flight",
+            "a fixed pool of 32 I/O workers (io_min_workers = io_max_workers = 32): master grows its pool "
+            "under load and the thread does not say how far; the 8-client figure needs about 32 reads in flight",
             "8 µs of backend CPU per sampled page (page_process_us): the patched runs are CPU-bound "
             "(BERNOULLI LIMIT at 5.6 µs/page); PostgreSQL also spends CPU per I/O submitted to a worker, "
             "which the model charges nowhere else",
@@ -495,7 +502,7 @@ def _system_time_table(scale: float) -> SeedTable:
         settings = _settings(
             version="master",
             io_method=method,
-            io_workers=2,
+            **_fixed_workers(2),
             debug_io_direct="data",
             shared_buffers=262144,
             io_combine_limit=16,
@@ -523,7 +530,7 @@ def _system_time_table(scale: float) -> SeedTable:
         title="SYSTEM_TIME(100) on a 1 GiB table (131,072 pages, one row per page), median of five",
         setup=(
             "version=master, shared_buffers=2GB, io_combine_limit=128kB, debug_io_direct=data, "
-            "io_workers=2 (worker), table evicted before each query"
+            "2 I/O workers (io_min_workers = io_max_workers = 2), table evicted before each query"
         ),
         assumptions=[
             "the same NVMe shape and per-page CPU as the 64 GiB table (same author, same machine)",
@@ -563,7 +570,9 @@ def _checksums_table(scale: float) -> SeedTable:
 
     def run(method: str, variant: str, label: str, fraction: float = 1.0) -> Run:
         return Run(
-            settings=_settings(version="master", io_method=method, debug_io_direct="data", io_workers=3),
+            settings=_settings(
+                version="master", io_method=method, debug_io_direct="data", **_fixed_workers(3)
+            ),
             device=_PLACEHOLDER,
             scan=CHECKSUMS_SCAN,
             variant=variant,
@@ -603,7 +612,8 @@ def _checksums_table(scale: float) -> SeedTable:
             "touches already resident (the thread's 958,482 − 956,815 reads are other relations and forks)",
             "io_time is read time plus write time: streaming cut it by only 12 %, so it cannot be the "
             "reads alone (they drop 16-fold in number)",
-            "io_workers=3 (the PostgreSQL 18 default; the thread does not say)",
+            "a fixed pool of 3 I/O workers (io_min_workers = io_max_workers = 3: the PostgreSQL 18 default "
+            "io_workers; the thread does not say)",
         ],
         device=_checksums_device,
         calibration=CalibSpec(
@@ -678,7 +688,9 @@ def _streamify_tables(scale: float) -> list[SeedTable]:
         ("worker", 3, 60_577.5, 11_470.0, 49_359.79, 69.60),
     ):
         name = _io_method_name(method, workers)
-        settings = _settings(version="master", io_method=method, io_workers=workers, debug_io_direct="data")
+        settings = _settings(
+            version="master", io_method=method, debug_io_direct="data", **_fixed_workers(workers)
+        )
 
         def run(variant: str, label: str, settings: tuple = settings) -> Run:
             return Run(
@@ -746,7 +758,7 @@ def _hash_vacuum_settings(method: str, workers: int) -> tuple[tuple[str, Any], .
     return _settings(
         version="master",
         io_method=method,
-        io_workers=workers,
+        **_fixed_workers(workers),
         debug_io_direct="data",
         shared_buffers=131072,
     )
@@ -850,7 +862,10 @@ def _hash_vacuum_medium_table(scale: float) -> SeedTable:
         key="streamify-hash-vacuum-medium",
         thread="streamify",
         title="hash_vacuum_medium, worker=12: write delay 2 ms vs 0 ms (Amdahl's law)",
-        setup="version=master, io_method=worker, io_workers=12, debug_io_direct=data; heap and index cold",
+        setup=(
+            "version=master, io_method=worker, io_min_workers = io_max_workers = 12, debug_io_direct=data; "
+            "heap and index cold"
+        ),
         assumptions=[
             "device: a fast SSD behind a fixed read delay (fitted) and the thread's write delay (2 or 0 ms)",
             "the same table, index and shared_buffers=1GB as hash_vacuum",

@@ -31,12 +31,26 @@ pin budget a stream gets (``get_additional_pin_limit``) is computed from them.
 from __future__ import annotations
 
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ..errors import ModelUsageError, NoUnpinnedBuffers, PgError, PinLeakError, QueryCanceled
+from ..clock import VirtualClock
+from ..costs import CpuCosts
+from ..errors import (
+    ModelUsageError,
+    NoUnpinnedBuffers,
+    OtherSessionTempRelation,
+    PgError,
+    PinLeakError,
+    QueryCanceled,
+)
+from ..io.methods import IOMethod
 from ..observer import ReadPathObserver, combine, overrides
+from ..settings import Settings
 from ..stats import BackendStats, ReadRecord, RelationStats
+from ..storage.device import Device
 from ..storage.relation import FORK_NAMES, RELSEG_SIZE, ForkNumber, Relation
+from ..storage.smgr import Storage
+from .localbuf import LocalBuffers, buffer_is_local, local_buffer, local_id
 from .pool import (
     BM_DIRTY,
     BM_MAX_USAGE_COUNT,
@@ -49,9 +63,6 @@ from .pool import (
 )
 from .refcount import REFCOUNT_ARRAY_ENTRIES, PrivateRefCount
 from .strategy import BufferAccessStrategy, io_context_for_strategy
-
-if TYPE_CHECKING:
-    from ..instance import Instance
 
 __all__ = [
     "Backend",
@@ -76,6 +87,27 @@ RBM_ZERO_AND_LOCK = "zero_and_lock"
 _MODES = (RBM_NORMAL, RBM_ZERO_ON_ERROR, RBM_ZERO_AND_LOCK)
 
 
+class BufferManagerHost(Protocol):
+    """The instance a backend runs on (:class:`~reference_impl.instance.Instance`), as the
+    buffer manager uses it: the shared buffer pool, storage, the I/O method and the clock.
+
+    The instance starts backends, so it depends on this module; this module knows it only
+    through this protocol.
+    """
+
+    settings: Settings
+    clock: VirtualClock
+    costs: CpuCosts
+    device: Device
+    storage: Storage
+    pool: BufferPool
+    io_method: IOMethod
+    debug: bool
+
+    def prewarm(self, rel: Relation, blocks: range | list[int] | None = None, fork: ForkNumber = ...) -> None:
+        """Make blocks resident without counting anything (``Instance.prewarm``)."""
+
+
 class ReadBuffersOperation:
     """``ReadBuffersOperation``: the caller-owned state of one started read."""
 
@@ -92,6 +124,7 @@ class ReadBuffersOperation:
         "ioh",
         "context",
         "relstats",
+        "foreign_io",
     )
 
     def __init__(
@@ -112,6 +145,9 @@ class ReadBuffersOperation:
         self.ioh: InflightIO | None = None
         self.context = "normal" if strategy is None else strategy.context  # IOContextForStrategy
         self.relstats: Any = None
+        # PostgreSQL 19: the head block's I/O was in progress (this backend's or another's) and
+        # ``ioh`` is that I/O, which WaitReadBuffers waits for (``operation->foreign_io``).
+        self.foreign_io = False
 
     def set_strategy(self, strategy: BufferAccessStrategy | None) -> None:
         self.strategy = strategy
@@ -119,11 +155,15 @@ class ReadBuffersOperation:
 
 
 class Backend:
-    """One backend process's buffer manager state and read functions (``bufmgr.c``)."""
+    """One backend process's buffer manager state and read functions (``bufmgr.c``), as
+    PostgreSQL 18 has them; :class:`~reference_impl.buffers.bufmgr19.Backend19` is 19's."""
+
+    #: The private reference counts' implementation (``PrivateRefCountArray`` and hash).
+    refcount_class: type[PrivateRefCount] = PrivateRefCount
 
     def __init__(
         self,
-        instance: Instance,
+        instance: BufferManagerHost,
         backend_id: int,
         name: str,
         *,
@@ -138,7 +178,7 @@ class Backend:
         self.storage = instance.storage
         self.io_method = instance.io_method
         self.costs = instance.costs
-        self.refs = PrivateRefCount()
+        self.refs = self.refcount_class()
         # The private count's two tables and the shared pin counts, which are never replaced,
         # for the per-block paths.
         self._ref_pos = self.refs.pos
@@ -155,6 +195,8 @@ class Backend:
         # Heuristic read-ahead for unstreamed reads (``reference_impl.readahead``), off unless
         # asked for: an object with ``on_read_buffer(backend, rel, fork, block, strategy)``.
         self.readahead: Any = None
+        # The local buffers of this backend's temporary relations (localbuf.c), made on first use.
+        self.local: LocalBuffers | None = None
         # Read-path observers (reference_impl.observer): none, one, or a fan-out to several.
         self._observers: tuple[ReadPathObserver, ...] = ()
         # Per group of events, the observers that listen to it (see _set_observers): None when
@@ -661,12 +703,21 @@ class Backend:
             self._ref_ovf[buf] = hashed - 1
             return
         if buf < 0:
+            if buffer_is_local(buf) and self.local is not None:
+                self.local.unpin(local_id(buf))  # UnpinLocalBuffer
+                return
             raise ModelUsageError(f"ReleaseBuffer of invalid buffer {buf}")
         if self.refs.unpin(buf):
             self._refcount[buf] -= 1
 
     def incr_buffer_refcount(self, buf: int) -> None:
         """``IncrBufferRefCount``: an extra pin on a buffer this backend already pins."""
+        if buf < -1 and self.local is not None:
+            bufid = local_id(buf)
+            if not self.local.local_refcount[bufid]:
+                raise ModelUsageError(f"IncrBufferRefCount on local buffer {buf} which is not pinned")
+            self.local.local_refcount[bufid] += 1
+            return
         refs = self.refs
         i = refs.pos.get(buf)
         if i is not None:
@@ -676,18 +727,41 @@ class Backend:
 
     def buffer_block(self, buf: int) -> int:
         """``BufferGetBlockNumber``."""
+        if buf < 0:
+            return self._local_tag(buf) & 0xFFFFFFFF
         return self.pool.tag[buf] & 0xFFFFFFFF
 
     def buffer_tag(self, buf: int) -> tuple[int, ForkNumber, int]:
-        relid, fork, block = Relation.split_tag(self.pool.tag[buf])
+        relid, fork, block = Relation.split_tag(self._local_tag(buf) if buf < 0 else self.pool.tag[buf])
         return relid, ForkNumber(fork), block
 
     def buffer_is_zeroed(self, buf: int) -> bool:
         """True if the page was zeroed by ``zero_damaged_pages`` (its content is lost)."""
+        if buf < 0:
+            self._local_tag(buf)
+            return bool(self.local.flags[local_id(buf)] & BM_ZEROED)  # type: ignore[union-attr]
         return bool(self.pool.flags[buf] & BM_ZEROED)
+
+    def _local_tag(self, buf: int) -> int:
+        """The tag of local buffer ``buf`` (a ``ModelUsageError`` for any other negative number)."""
+        local = self.local
+        if not buffer_is_local(buf) or local is None or local_id(buf) >= local.nbuffers:
+            raise ModelUsageError(f"buffer {buf} is invalid: not a buffer of this backend")
+        return local.tag[local_id(buf)]
 
     def mark_buffer_dirty(self, buf: int, *, wal_logged: bool = False) -> None:
         """``MarkBufferDirty``; ``wal_logged`` gives the page an LSN not yet flushed (an FPI)."""
+        if buf < 0:
+            # MarkLocalBufferDirty: no WAL, no vacuum cost.
+            self._local_tag(buf)
+            local = self.local
+            assert local is not None
+            if not local.local_refcount[local_id(buf)]:
+                raise ModelUsageError(
+                    f"MarkBufferDirty on local buffer {buf} which this backend does not pin"
+                )
+            local.flags[local_id(buf)] |= BM_DIRTY
+            return
         pool = self.pool
         refs = self.refs
         if buf not in refs.pos and buf not in refs.ovf:
@@ -757,6 +831,10 @@ class Backend:
         relstats = op.relstats
         if relstats is None:
             relstats = op.relstats = self.stats.relation(rel.name)
+        if rel.persistence == "t":
+            return self._start_read_local_buffers(
+                op, buffers, index, blocknum, nblocks, flags, allow_forwarding
+            )
         if nblocks == 1 and (not allow_forwarding or buffers[index] == INVALID_BUFFER):
             # One block and nothing forwarded (ReadBuffer, a sampled block, a stream's
             # one-block read): PinBufferForBlock itself, without the run loop's set-up.
@@ -1123,6 +1201,19 @@ class Backend:
         if (buf_io[head] is not None or pool_flags[head] & BM_VALID) and not self._can_start_io(head, False):
             self._count_read_by_another(op)
             return False, 1
+        return self._start_read_io(op, head)
+
+    def _start_read_io(self, op: ReadBuffersOperation, head: int) -> tuple[bool, int]:
+        """``AsyncReadBuffers`` once I/O can be started on the head block (``StartBufferIO``
+        said so): the candidates after it, the handle, its submission; (True, blocks read).
+        The same in every version; only the head's test differs."""
+        pool = self.pool
+        clock = self.clock
+        buffers = op.buffers
+        base = op.index
+        done = op.nblocks_done
+        buf_io = pool.buf_io
+        pool_flags = pool.flags
         io_bufs = buffers[base + done : base + op.nblocks]  # the head, then the candidates
         n = len(io_bufs)
         consecutive = False
@@ -1217,8 +1308,10 @@ class Backend:
     def wait_read_buffers(self, op: ReadBuffersOperation) -> bool:
         """``WaitReadBuffers``: wait for (or, under ``sync``, perform) the read; raise its error.
 
-        Returns whether the backend had to block (master's return value): an I/O still in
-        flight, or one it had to perform itself. Observers hear ``read_buffers_waiting`` and
+        PostgreSQL 18's ``WaitReadBuffers`` returns nothing; the model returns whether the
+        backend had to block: an I/O still in flight (its clock moved), or a retry it performed
+        itself. 19's ``needed_wait`` is :meth:`Backend19.wait_read_buffers
+        <reference_impl.buffers.bufmgr19.Backend19.wait_read_buffers>`. Observers hear ``read_buffers_waiting`` and
         ``read_buffers_waited`` around it (:meth:`_observed_wait_read_buffers`).
         """
         if self._wait_observer is not None and not self._in_observed_wait:
@@ -1246,7 +1339,10 @@ class Backend:
             if op.nblocks_done >= op.nblocks:
                 return needed_wait
             self.check_for_interrupts()
-            did_start, _ = self._async_read_buffers(op)
+            if op.rel.persistence == "t":
+                did_start, _ = self._async_read_local_buffers(op)
+            else:
+                did_start, _ = self._async_read_buffers(op)
             if did_start and op.ioh is not None and op.ioh.synchronous:
                 needed_wait = True
 
@@ -1288,6 +1384,12 @@ class Backend:
         op = ReadBuffersOperation(rel, fork, strategy)
         if mode == RBM_ZERO_AND_LOCK:
             relstats = op.relstats = self.stats.relation(rel.name)
+            if rel.persistence == "t":
+                self._check_temp_relation(rel)
+                buf, found = self._local_buffer_alloc(rel, fork, block, relstats)
+                if not found:
+                    self.local.flags[local_id(buf)] |= BM_VALID | BM_ZEROED  # type: ignore[union-attr]
+                return buf
             buf, found = self.pin_buffer_for_block(rel, fork, block, strategy, op.context, relstats)
             if not found:
                 self.pool.flags[buf] |= BM_VALID | BM_ZEROED
@@ -1321,6 +1423,10 @@ class Backend:
         """
         if extend_to < 1:
             raise ModelUsageError(f"extend_to = {extend_to} is invalid: allowed 1..{0xFFFFFFFE}")
+        if rel.persistence == "t":
+            raise ModelUsageError(
+                f"ExtendBufferedRelTo on temporary relation {rel.name!r}: ExtendBufferedRelLocal is not modelled"
+            )
         have = rel.nblocks(fork) if rel.exists(fork) else 0
         if extend_to <= have:
             return self.read_buffer(rel, extend_to - 1, fork, strategy, RBM_ZERO_ON_ERROR)
@@ -1349,8 +1455,13 @@ class Backend:
         return self.read_buffer(rel, block, ForkNumber.MAIN, strategy)
 
     def prefetch_buffer(self, rel: Relation, fork: ForkNumber, block: int) -> bool:
-        """``PrefetchBuffer``: advice for a block not in the pool (none with direct I/O)."""
-        if self.pool.mapping.get(rel.tag(fork, block)) is not None:
+        """``PrefetchBuffer``: advice for a block not in the pool (none with direct I/O); for a
+        temporary relation, not in the local buffers (``PrefetchLocalBuffer``)."""
+        if rel.persistence == "t":
+            self._check_temp_relation(rel)
+            if self.local_buffers().mapping.get(rel.tag(fork, block)) is not None:
+                return False
+        elif self.pool.mapping.get(rel.tag(fork, block)) is not None:
             return False
         if self.storage.direct_io:
             return False
@@ -1365,15 +1476,258 @@ class Backend:
         complete (they hold their own pins); reads staged under ``io_method=sync`` never run and
         leave their buffers mapped but invalid (``read_stream.md`` §7.1).
         """
-        for buf, count in self.refs.pinned().items():
+        pinned = self.refs.pinned()
+        if self.local is not None:
+            pinned.update(self.local.pinned())
+        for buf, count in pinned.items():
             for _ in range(count):
                 self.release_buffer(buf)
 
     def check_for_buffer_leaks(self) -> None:
-        """``CheckForBufferLeaks``: raise if any pin is still held."""
+        """``CheckForBufferLeaks`` and ``CheckForLocalBufferLeaks``: raise if any pin is still
+        held (local buffers are numbered -2, -3, ...)."""
         pinned = self.refs.pinned()
+        if self.local is not None:
+            pinned.update(self.local.pinned())
         if pinned:
             raise PinLeakError(self.name, pinned)
+
+    # ------------------------------------------------------------------------------ local buffers
+    def local_buffers(self) -> LocalBuffers:
+        """The local buffers of this backend, made on first use (``InitLocalBuffers``)."""
+        local = self.local
+        if local is None:
+            local = self.local = LocalBuffers(self.settings.temp_buffers)
+        return local
+
+    def get_local_pin_limit(self) -> int:
+        """``GetLocalPinLimit``: what a read stream on a temporary relation may pin at most."""
+        return LocalBuffers.get_local_pin_limit(self.settings.temp_buffers)
+
+    def get_additional_local_pin_limit(self) -> int:
+        """``GetAdditionalLocalPinLimit``: the local pin limit minus the local pins held
+        (``NLocalPinnedBuffers``, counted exactly, unlike the shared estimate)."""
+        if self.local is None:
+            return self.get_local_pin_limit()
+        return self.local.get_additional_local_pin_limit(self.settings.temp_buffers)
+
+    def limit_additional_local_pins(self, n: int) -> int:
+        """``LimitAdditionalLocalPins``."""
+        if self.local is None:
+            return n if n <= 1 else min(n, self.settings.temp_buffers)
+        return self.local.limit_additional_local_pins(n, self.settings.temp_buffers)
+
+    def _check_temp_relation(self, rel: Relation) -> None:
+        """``RELATION_IS_OTHER_TEMP``: another session's temporary relation cannot be read (its
+        pages live in that session's local buffers)."""
+        if rel.temp_owner != self.id:
+            raise OtherSessionTempRelation(rel.name)
+
+    def _track_local_hit(self, relstats: Any) -> None:
+        """``TrackBufferHit`` for a temporary relation (``IOOBJECT_TEMP_RELATION``)."""
+        st = self.stats
+        st.local_blks_hit += 1
+        st.io_temp.hits += 1
+        if self.vacuum_cost_active:
+            st.vacuum_cost_balance += self.settings.vacuum_cost_page_hit
+        relstats.blks_hit += 1
+
+    def _local_buffer_alloc(
+        self, rel: Relation, fork: ForkNumber, block: int, relstats: Any
+    ) -> tuple[int, bool]:
+        """``PinBufferForBlock`` on a temporary relation → ``LocalBufferAlloc``: (buffer, found
+        valid); a hit is tracked, and every block counts as fetched."""
+        local = self.local_buffers()
+        tag = rel.tag(fork, block)
+        bufid = local.mapping.get(tag)
+        if bufid is not None:
+            found = local.pin(bufid, True)
+        else:
+            bufid = self._get_local_victim_buffer()
+            local.mapping[tag] = bufid
+            local.tag[bufid] = tag
+            local.flags[bufid] = 0
+            local.usage[bufid] = 1
+            found = False
+        if found:
+            self._track_local_hit(relstats)
+        relstats.blks_fetched += 1
+        return local_buffer(bufid), found
+
+    def _get_local_victim_buffer(self) -> int:
+        """``GetLocalVictimBuffer``: the clock sweep's slot, written first if dirty
+        (``FlushLocalBuffer``), then forgotten (``InvalidateLocalBuffer``, an eviction)."""
+        local = self.local_buffers()
+        bufid = local.get_victim()
+        if local.is_dirty(bufid):
+            tag = local.tag[bufid]
+            rf = tag >> 32
+            storage = self.storage
+            done = storage.write(storage._by_id[rf >> 2], rf & 3, tag & 0xFFFFFFFF, self.clock.now)
+            self.stats.io_temp.writes += 1
+            self.stats.local_blks_written += 1
+            local.flags[bufid] &= ~BM_DIRTY
+            self.clock.wait_until(done)
+        if local.tag[bufid] >= 0:
+            local.invalidate(bufid)
+            self.stats.io_temp.evictions += 1
+        return bufid
+
+    def _start_read_local_buffers(
+        self,
+        op: ReadBuffersOperation,
+        buffers: list[int],
+        index: int,
+        blocknum: int,
+        nblocks: int,
+        flags: int,
+        allow_forwarding: bool,
+    ) -> tuple[int, bool]:
+        """``StartReadBuffersImpl`` on a temporary relation: the same steps as for shared
+        buffers (pin each block in order, a hit on the first ends the call, a later hit splits
+        the read, a miss on the first caps it at the segment boundary, then ``AsyncReadBuffers``
+        or, under ``sync``, advice), over this backend's local buffers, in ``IOCONTEXT_NORMAL``
+        whatever the strategy."""
+        rel = op.rel
+        self._check_temp_relation(rel)
+        local = self.local_buffers()
+        relstats = op.relstats
+        actual = nblocks
+        hits = misses = 0
+        i = 0
+        while i < actual:
+            b = buffers[index + i]
+            if allow_forwarding and b != INVALID_BUFFER:
+                found = bool(local.flags[local_id(b)] & BM_VALID)
+            else:
+                b, found = self._local_buffer_alloc(rel, op.fork, blocknum + i, relstats)
+                buffers[index + i] = b
+                if found:
+                    hits += 1
+                else:
+                    misses += 1
+            if found:
+                if i == 0:
+                    charge = hits * self.costs.buffer_hit_us + misses * self.costs.buffer_alloc_us
+                    return self._first_block_hit(op, buffers, index, blocknum, flags, charge)
+                actual = i
+                break
+            if i == 0 and actual > 1:
+                actual = min(actual, RELSEG_SIZE - blocknum % RELSEG_SIZE)  # smgrmaxcombine
+            i += 1
+        self.cpu(hits * self.costs.buffer_hit_us + misses * self.costs.buffer_alloc_us)
+        op.buffers = buffers
+        op.index = index
+        op.blocknum = blocknum
+        op.nblocks = actual
+        op.nblocks_done = 0
+        op.flags = flags
+        op.ioh = None
+        if not self._sync_method:
+            did_start, progress = self._async_read_local_buffers(op)
+            op.nblocks = progress
+            return progress, did_start
+        op.flags |= READ_BUFFERS_SYNCHRONOUSLY
+        if flags & READ_BUFFERS_ISSUE_ADVICE:
+            self.cpu(self.costs.fadvise_us)
+            self.storage.prefetch(rel, op.fork, blocknum, actual, self.clock.now)
+        return actual, True
+
+    def _async_read_local_buffers(self, op: ReadBuffersOperation) -> tuple[bool, int]:
+        """``AsyncReadBuffers`` on local buffers, PostgreSQL 18: ``StartLocalBufferIO(head,
+        nowait=false)`` waits for an I/O in progress on the head (this backend's own, from an
+        earlier operation), and a head valid by then is a hit."""
+        pool = self.pool
+        comps = pool._completions
+        if comps and comps[0][0] <= self.clock.now:
+            pool.poll()
+        local = self.local_buffers()
+        head = local_id(op.buffers[op.index + op.nblocks_done])
+        ioh = local.buf_io[head]
+        if ioh is not None:
+            t0 = self.clock.now
+            pool.wait_io(ioh)  # pgaio_wref_wait
+            self.stats.waits += 1
+            self.stats.wait_us += self.clock.now - t0
+        if local.flags[head] & BM_VALID:
+            op.nblocks_done += 1
+            op.ioh = None
+            self._track_local_hit(op.relstats)
+            return False, 1
+        return self._start_local_read_io(op, head)
+
+    def _start_local_read_io(self, op: ReadBuffersOperation, head: int) -> tuple[bool, int]:
+        """``AsyncReadBuffers`` on local buffers once I/O can start on the head: the candidates
+        after it (``StartLocalBufferIO`` without waiting), the handle flagged
+        ``PGAIO_HF_REFERENCES_LOCAL`` and its submission. ``io_method=worker`` cannot hand a
+        read of local buffers to a worker (``pgaio_worker_needs_synchronous_execution``): the
+        backend performs it at once; io_uring submits it as any other."""
+        pool = self.pool
+        clock = self.clock
+        local = self.local_buffers()
+        done = op.nblocks_done
+        ids = [head]
+        for i in range(done + 1, op.nblocks):
+            bid = local_id(op.buffers[op.index + i])
+            if not local.start_io_nowait(bid):
+                break
+            ids.append(bid)
+        n = len(ids)
+        flags = op.flags
+        synchronous = (flags & READ_BUFFERS_SYNCHRONOUSLY) != 0 or self.io_method.name == "worker"
+        ioh = InflightIO(
+            self.id,
+            op.rel,
+            op.fork,
+            op.blocknum + done,
+            ids,
+            "normal",
+            synchronous,
+            (flags & READ_BUFFERS_ZERO_ON_ERROR) != 0 or self._zero_damaged,
+            (flags & READ_BUFFERS_IGNORE_CHECKSUM_FAILURES) != 0 or self._ignore_checksum,
+        )
+        ioh.backend = self
+        ioh.local = local
+        local.register_io(ioh)
+        ioh.seq = next(pool._io_seq)
+        st = self.stats
+        st.io_temp.reads += 1
+        st.io_temp.read_bytes += 8192 * n
+        st.local_blks_read += n
+        if self.vacuum_cost_active:
+            st.vacuum_cost_balance += self.settings.vacuum_cost_page_miss * n
+        executes_now = self.io_method.issue(clock.now, ioh, synchronous)
+        if not executes_now:
+            pool.schedule_completion(ioh)
+            self.cpu(self.costs.io_submit_us)
+        log = st.read_log
+        if log is not None:
+            rec = ReadRecord(
+                op.rel.name,
+                FORK_NAMES[op.fork],
+                ioh.start,
+                n,
+                ioh.submit_us,
+                ioh.complete_at,
+                "normal",
+                self.id,
+                executes_now,
+            )
+            ioh.record = rec
+            log.append(rec)
+        op.ioh = ioh
+        if self._io_observer is not None:
+            self._io_observer.io_issued(self, ioh)
+        if executes_now:
+            clock.wait_until(ioh.complete_at)
+            if not ioh.done:
+                pool.complete_io(ioh)
+        return True, n
+
+    def local_resident_blocks(self, rel: Relation, fork: ForkNumber = ForkNumber.MAIN) -> set[int]:
+        """Valid pages of a temporary relation's fork in this backend's local buffers."""
+        self.pool.poll()
+        return set() if self.local is None else self.local.resident_blocks(rel.tag_base(fork))
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r}, pins={self.refs.distinct()})"

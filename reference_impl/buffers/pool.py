@@ -25,20 +25,19 @@ from __future__ import annotations
 import itertools
 from bisect import insort
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..clock import VirtualClock
-from ..errors import ChecksumFailure, ModelUsageError, NoUnpinnedBuffers, PgError
+from ..errors import ChecksumFailure, ModelUsageError, NoUnpinnedBuffers
+from ..io.handle import InflightIO, finish_io
 from ..settings import Settings
 from ..storage.relation import FORK_NAMES, ForkNumber, Relation
-from ..storage.smgr import ReadOutcome, Storage
+from ..storage.smgr import Storage
 from .strategy import BAS_BULKREAD, BufferAccessStrategy
-
-if TYPE_CHECKING:
-    from .bufmgr import Backend
 
 __all__ = [
     "BufferPool",
+    "BufferPool19",
     "InflightIO",
     "INVALID_BUFFER",
     "BM_VALID",
@@ -69,95 +68,6 @@ _MAX_RUN = 128
 _PINNED_ONCE = [[1] * n for n in range(_MAX_RUN + 1)]
 _PINNED_TWICE = [[2] * n for n in range(_MAX_RUN + 1)]
 _NO_IO = [[None] * n for n in range(_MAX_RUN + 1)]
-
-
-class InflightIO:
-    """One physical read in flight (a ``PgAioHandle`` with its buffers)."""
-
-    __slots__ = (
-        "owner",
-        "rel",
-        "fork",
-        "start",
-        "nblocks",
-        "bufs",
-        "context",
-        "submit_us",
-        "complete_at",
-        "outcome",
-        "done",
-        "error",
-        "synchronous",
-        "zero_on_error",
-        "ignore_checksum",
-        "seq",
-        "record",
-        "backend",
-        "consecutive",
-    )
-
-    def __init__(
-        self,
-        owner: int,
-        rel: Relation,
-        fork: ForkNumber,
-        start: int,
-        bufs: list[int],
-        context: str,
-        synchronous: bool,
-        zero_on_error: bool,
-        ignore_checksum: bool,
-    ) -> None:
-        self.owner = owner
-        self.rel = rel
-        self.fork = fork
-        self.start = start
-        self.nblocks = len(bufs)
-        self.bufs = bufs
-        self.context = context
-        self.submit_us = 0
-        self.complete_at = 0
-        self.outcome: ReadOutcome | None = None
-        self.done = False
-        self.error: PgError | None = None
-        self.synchronous = synchronous
-        self.zero_on_error = zero_on_error
-        self.ignore_checksum = ignore_checksum
-        self.seq = 0
-        self.record: Any = None
-        # The issuing backend (None for another backend's I/O the harness staged), whose
-        # observers hear of the completion.
-        self.backend: Backend | None = None
-        # Set by BufferPool.register_io (or before it by a caller that checked): the buffers are
-        # the consecutive slots bufs[0] .. bufs[0] + nblocks - 1, so their per-buffer state is
-        # updated as slices.
-        self.consecutive = False
-
-    @property
-    def ok_blocks(self) -> int:
-        out = self.outcome
-        return 0 if out is None else out.ok_blocks
-
-    def __repr__(self) -> str:
-        return (
-            f"InflightIO({self.rel.name} {FORK_NAMES[self.fork]} [{self.start}..{self.start + self.nblocks - 1}]"
-            f" complete_at={self.complete_at} done={self.done})"
-        )
-
-
-def _finish_io(ioh: InflightIO, ok: int, error: PgError | None) -> None:
-    """Mark ``ioh`` done with its error, note the outcome in its trace record if any, and tell
-    the issuing backend's observers (``io_completed``)."""
-    ioh.error = error
-    ioh.done = True
-    rec = ioh.record
-    if rec is not None:
-        rec.ok_blocks = ok
-        if error is not None:
-            rec.error = type(error).__name__
-    be = ioh.backend
-    if be is not None and be._io_observer is not None:
-        be._io_observer.io_completed(be, ioh)
 
 
 class BufferPool:
@@ -194,7 +104,6 @@ class BufferPool:
         # WAL position model for StrategyRejectBuffer / XLogNeedsFlush.
         self.wal_insert_lsn = 0
         self.wal_flushed_lsn = 0
-        self.backends: list[Backend] = []
         self.foreign_reads = 0
 
     # ------------------------------------------------------------------------------ in-flight I/O
@@ -251,6 +160,10 @@ class BufferPool:
 
     def complete_io(self, ioh: InflightIO) -> None:
         """Terminate the I/O: valid / error / short-read tail, and drop the I/O's pins."""
+        if ioh.local is not None:
+            # A read into a backend's local buffers (a temporary relation).
+            ioh.local.complete_io(ioh)
+            return
         out = ioh.outcome
         if out is None:
             raise ModelUsageError(f"{ioh!r} completed before it was issued")
@@ -283,7 +196,7 @@ class BufferPool:
                     buf_io[b] = None
                     refcount[b] -= 1
                     flags[b] = (flags[b] | BM_VALID) & no_error
-            _finish_io(ioh, ok, error)
+            finish_io(ioh, ok, error)
             return
         for i, b in enumerate(bufs):
             buf_io[b] = None
@@ -302,7 +215,7 @@ class BufferPool:
                     flags[b] = (flags[b] | BM_VALID) & ~BM_IO_ERROR
             elif error is not None:
                 flags[b] = (flags[b] & ~BM_VALID) | BM_IO_ERROR
-        _finish_io(ioh, ok, error)
+        finish_io(ioh, ok, error)
 
     def wait_io(self, ioh: InflightIO) -> None:
         """Block until ``ioh`` has completed (``WaitIO`` / ``pgaio_wref_wait``); every read due
@@ -589,3 +502,38 @@ class BufferPool:
 
     def ios_in_flight(self) -> int:
         return sum(1 for _, _, ioh in self._completions if not ioh.done)
+
+
+class BufferPool19(BufferPool):
+    """The shared buffer pool of PostgreSQL 19 and later: no free list (``freelist.c``).
+
+    19 removed ``firstFreeBuffer``/``lastFreeBuffer``, ``StrategyFreeBuffer`` and
+    ``have_free_buffer``: ``StrategyGetBuffer`` is the ring, then the clock sweep alone. A new
+    pool's buffers (all unused) are found by the sweep from buffer 0, in the same order the free
+    list gave them, but the hand moves (a complete pass when it wraps), and a buffer
+    ``InvalidateBuffer`` drops (``DropRelationBuffers``) is no longer put first in line: the
+    sweep reaches it when it gets there (usage count 0). The free list of the base class stays
+    empty, so every victim search in the model goes straight to the sweep.
+    """
+
+    def __init__(self, settings: Settings, clock: VirtualClock, storage: Storage) -> None:
+        super().__init__(settings, clock, storage)
+        # StrategyCtlShmemInit: the clock-sweep hand at 0, and no list of free buffers.
+        self.freelist.clear()
+        self.in_freelist = bytearray(self.nbuffers)
+
+    def invalidate_buffer(self, buf: int) -> None:
+        """``InvalidateBuffer`` of PostgreSQL 19: forget a slot's page (tag, flags and usage
+        count cleared); no ``StrategyFreeBuffer``."""
+        if self.refcount[buf]:
+            raise ModelUsageError(f"cannot invalidate buffer {buf}: it is pinned")
+        t = self.tag[buf]
+        if t >= 0:
+            del self.mapping[t]
+        self.tag[buf] = -1
+        self.flags[buf] = 0
+        self.usage[buf] = 0
+
+    def strategy_free_buffer(self, buf: int) -> None:
+        """PostgreSQL 19 has no free list (``StrategyFreeBuffer`` is gone)."""
+        raise ModelUsageError("StrategyFreeBuffer does not exist in PostgreSQL 19: there is no free list")

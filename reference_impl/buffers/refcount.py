@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from ..errors import ModelUsageError
 
-__all__ = ["PrivateRefCount", "REFCOUNT_ARRAY_ENTRIES"]
+__all__ = ["PrivateRefCount", "PrivateRefCount19", "REFCOUNT_ARRAY_ENTRIES"]
 
 REFCOUNT_ARRAY_ENTRIES = 8
 # _ROTATION[s]: the array slots in the order the clock visits them from slot s.
@@ -228,3 +228,33 @@ class PrivateRefCount:
 
     def __repr__(self) -> str:
         return f"PrivateRefCount(array={len(self.pos)}, overflowed={len(self.ovf)}, reserved={self.reserved})"
+
+
+class PrivateRefCount19(PrivateRefCount):
+    """PostgreSQL 19's private reference counts (``bufmgr.c``).
+
+    19 keeps the array's keys apart (``PrivateRefCountArrayKeys``), the hash is a simplehash
+    keyed by the buffer (``refcount_hash``), there is a one-entry cache of the last entry found
+    (``PrivateRefCountEntryLast``), and a hashed entry moved back into the array leaves the hash
+    before the array slot is reserved. None of these changes which entry is where, except one:
+    ``ReservePrivateRefCountEntry`` searches the whole array for a free entry instead of
+    returning at the first ("iterating till the end of the array allows compiler
+    autovectorization"), so the reservation is the *last* free entry. With free entries at
+    several places (after unpins) a new pin takes a different slot than in 18, the clock then
+    pushes a different entry into the hash, and ``GetAdditionalPinLimit``, which counts the
+    hash's entries (``PrivateRefCountOverflowed``), can differ after later unpins.
+    """
+
+    __slots__ = ()
+
+    def reserve(self) -> None:
+        """``ReservePrivateRefCountEntry`` of PostgreSQL 19."""
+        if self.reserved >= 0:
+            return
+        if len(self.pos) < REFCOUNT_ARRAY_ENTRIES:
+            arr_buf = self.arr_buf
+            for i in range(REFCOUNT_ARRAY_ENTRIES - 1, -1, -1):
+                if arr_buf[i] < 0:
+                    self.reserved = i
+                    return
+        super().reserve()  # the array is full: the clock's entry moves into the hash

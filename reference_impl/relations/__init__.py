@@ -35,8 +35,11 @@ Memory: a heap costs a bounded cache of chunks whatever its size; an index costs
 proportional to its own page count (and, for hash indexes, its entry count) once it is used.
 """
 
+from .bloom import BloomContent
+from .brin import BrinContent
 from .btree import BTreeContent, nbtsort_layout, parent_pages, tree_height
 from .build import SyntheticRelation, build_relation, heap_fork_sizes
+from .gin import GinContent, gin_sorted_build_layout
 from .gist import GistContent, gist_sorted_layout
 from .hashindex import HashContent
 from .heap import CHUNK_BLOCKS, FSMPage, HeapContent, HeapPage, VMPage
@@ -56,6 +59,7 @@ from .layout import (
 )
 from .shapes import SHAPES, shape
 from .spec import INDEX_KINDS, VM_PATTERNS, IndexSpec, RelationSpec
+from .spgist import SpgistContent
 
 __all__ = [
     "RelationSpec",
@@ -78,6 +82,11 @@ __all__ = [
     "BTreeContent",
     "HashContent",
     "GistContent",
+    "SpgistContent",
+    "GinContent",
+    "BrinContent",
+    "BloomContent",
+    "gin_sorted_build_layout",
     "nbtsort_layout",
     "parent_pages",
     "tree_height",

@@ -14,8 +14,10 @@ Forks, as PostgreSQL would have them:
   block (pages are recorded as they fill);
 * init: for ``unlogged`` relations — empty for the heap, the metapage for a btree, metapage,
   two buckets and the bitmap page for a hash index, the root for GiST;
-* an index's main fork: its metapage (btree, hash), inner pages and leaves or buckets, bitmap and
-  overflow pages (see ``btree.py``, ``hashindex.py``, ``gist.py``).
+* an index's main fork: its metapage (btree, hash, SP-GiST, GIN, BRIN, bloom), inner pages and
+  leaves or buckets, bitmap and overflow pages, range map and summaries (see ``btree.py``,
+  ``hashindex.py``, ``gist.py``, ``spgist.py``, ``gin.py``, ``brin.py``, ``bloom.py``); a BRIN
+  index also has the FSM its build recorded its insert pages in.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import ModelUsageError
 from ..storage.relation import ForkNumber, Relation
+from .bloom import BloomContent
+from .brin import BrinContent
 from .btree import BTreeContent
+from .gin import GinContent
 from .gist import GistContent
 from .hashindex import HashContent
 from .heap import HeapContent
@@ -33,6 +38,7 @@ from .index_common import IndexContent
 from .layout import fsm_nblocks, vm_nblocks
 from .mixing import seed_words
 from .spec import IndexSpec, RelationSpec
+from .spgist import SpgistContent
 
 if TYPE_CHECKING:
     from ..instance import Instance
@@ -43,6 +49,10 @@ _INDEX_CLASSES: dict[str, type[IndexContent]] = {
     "btree": BTreeContent,
     "hash": HashContent,
     "gist": GistContent,
+    "spgist": SpgistContent,
+    "gin": GinContent,
+    "brin": BrinContent,
+    "bloom": BloomContent,
 }
 
 
@@ -134,6 +144,9 @@ def build_relation(instance: Instance, spec: RelationSpec) -> SyntheticRelation:
         name = ispec.default_name(spec.name)
         content = make_index_content(heap_content, ispec, name, position)
         forks = {ForkNumber.MAIN: content.nblocks}
+        if ispec.kind == "brin" and content.nblocks > 1:
+            # brin_getinsertbuffer and terminate_brin_buildstate record the insert pages.
+            forks[ForkNumber.FSM] = fsm_nblocks(content.nblocks)
         if spec.unlogged:
             forks[ForkNumber.INIT] = content.init_nblocks
         irel = instance.storage.create_relation(name, forks=forks, content=content, persistence=persistence)

@@ -44,7 +44,7 @@ from .layout import (
 
 __all__ = ["RelationSpec", "IndexSpec", "TuplesPerPage", "INDEX_KINDS", "VM_PATTERNS", "MAX_NBLOCKS"]
 
-INDEX_KINDS = ("btree", "hash", "gist")
+INDEX_KINDS = ("btree", "hash", "gist", "spgist", "gin", "brin", "bloom")
 VM_PATTERNS = ("random", "prefix", "runs")
 OVERFLOW_LAYOUTS = ("grouped", "interleaved")
 HASH_KEY_FUNCTIONS = ("hashint4", "hashint8")
@@ -141,6 +141,16 @@ class IndexSpec:
       (``grouped``: each bucket's chain in consecutive blocks; ``interleaved``: allocated in a
       seeded random order, as inserts after the build produce);
     * gist: ``pages`` (total, default from entries / ``keys_per_leaf``) and ``fanout``;
+    * spgist: ``keys_per_leaf`` and ``pages`` (``spgist.py``: metapage, root, nulls root, then
+      the leaves in key order);
+    * gin: ``keys_per_leaf`` (entry tuples a leaf takes, default 291: an int4 key with one heap
+      TID) and ``fanout`` (downlinks an inner page takes, default 407): the entry tree as
+      ``ginbuild`` inserts the keys in order (``gin.py``; every key has one TID, so no posting
+      trees, and the pending list is empty);
+    * brin: ``pages_per_range`` (default 128) and ``keys_per_leaf`` (summary tuples a regular
+      page takes, default 408: int4 minmax); ``correlation`` does not apply (``brin.py``);
+    * bloom: ``bloom_length`` (signature bits, the ``length`` option, default 80): the metapage,
+      then the signatures in heap order (``bloom.py``); ``correlation`` does not apply;
     * all: ``correlation`` 0..1 — how well leaf order follows heap order (1: key order is heap
       order; 0: fully shuffled); ``seed`` (default: derived from the relation's seed).
     """
@@ -161,6 +171,8 @@ class IndexSpec:
     descending: bool = False
     expression: tuple[str, int] | None = None
     deduplicate: bool = True
+    pages_per_range: int | None = None
+    bloom_length: int | None = None
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -173,6 +185,10 @@ class IndexSpec:
             "btree": {"levels", "leaf_pages", "keys_per_leaf", "key_width", "fanout"},
             "hash": {"buckets", "overflow", "overflow_layout", "key_hash"},
             "gist": {"pages", "fanout", "keys_per_leaf", "key_width"},
+            "spgist": {"pages", "keys_per_leaf"},
+            "gin": {"keys_per_leaf", "fanout"},
+            "brin": {"pages_per_range", "keys_per_leaf"},
+            "bloom": {"bloom_length"},
         }[self.kind]
         defaults = {f.name: f.default for f in fields(self)}
         for fname in (
@@ -184,6 +200,8 @@ class IndexSpec:
             "buckets",
             "pages",
             "key_hash",
+            "pages_per_range",
+            "bloom_length",
         ):
             if fname not in own and getattr(self, fname) is not None:
                 raise SettingError(
@@ -197,10 +215,10 @@ class IndexSpec:
             raise SettingError(f"{owner}.deduplicate = False does not apply to a {self.kind} index")
         if self.expression is not None:
             check_expression(owner, self.expression)
-            if self.kind == "gist":
+            if self.kind not in ("btree", "hash"):
                 raise SettingError(
-                    f"{owner}.expression = {self.expression!r} does not apply to a gist index: allowed "
-                    "on btree and hash indexes"
+                    f"{owner}.expression = {self.expression!r} does not apply to a {self.kind} index: "
+                    "allowed on btree and hash indexes"
                 )
             shaped = [
                 n
@@ -230,11 +248,18 @@ class IndexSpec:
             ("fanout", 3 if self.kind == "btree" else 2, 4096),
             ("buckets", 2, 0x40000000),
             ("pages", 1, MAX_NBLOCKS - 1),
+            ("pages_per_range", 1, 131072),
+            ("bloom_length", 1, 4096),
         ):
             v = getattr(self, fname)
             if v is not None:
                 _check_int(owner, fname, v, lo, hi)
         _check_fraction(owner, "correlation", self.correlation)
+        if self.kind in ("brin", "bloom") and self.correlation != 1.0:
+            raise SettingError(
+                f"{owner}.correlation = {self.correlation!r} does not apply to a {self.kind} index: "
+                "its pages follow the heap's order"
+            )
         if self.overflow_layout not in OVERFLOW_LAYOUTS:
             raise SettingError(
                 f"{owner}.overflow_layout = {self.overflow_layout!r} is invalid: "

@@ -207,25 +207,29 @@ def btree_range_params(*own: ScanParam) -> tuple[ScanParam, ...]:
     )
 
 
-def begin_heap_fetch_stream(ctx: ScanContext, rel: Relation, callback: Callable[[Any, Any], Any]) -> Any:
+def begin_heap_fetch_stream(
+    ctx: ScanContext, rel: Relation, callback: Callable[[Any, Any], Any], *, instrument: bool = False
+) -> Any:
     """Start (and track) the heap read stream of a TID-driven fetch.
 
     ``callback`` returns ``(block, per-buffer data)`` or ``InvalidBlockNumber``. Flags
     ``DEFAULT | USE_BATCHING`` and no strategy, whatever the table's size: neither
-    ``bitmapheap_stream_read_next`` nor the index-prefetch prototype uses a ring.
+    ``bitmapheap_stream_read_next`` nor the index-prefetch prototype uses a ring. ``instrument``:
+    ``heap_beginscan``'s ``SO_SCAN_INSTRUMENT`` (19), ``read_stream_enable_stats`` on it.
     """
     from .. import begin_stream
 
-    return ctx.track_stream(
-        begin_stream(
-            ctx.backend,
-            rel,
-            callback,
-            None,
-            flags=READ_STREAM_DEFAULT | READ_STREAM_USE_BATCHING,
-            per_buffer_data=True,
-        )
+    stream = begin_stream(
+        ctx.backend,
+        rel,
+        callback,
+        None,
+        flags=READ_STREAM_DEFAULT | READ_STREAM_USE_BATCHING,
+        per_buffer_data=True,
     )
+    if instrument:
+        ctx.instrument_stream(stream)
+    return ctx.track_stream(stream)
 
 
 class ReturnedRows:

@@ -129,6 +129,7 @@ def _skip_bit(skip: str) -> int:
 
 @register_scan(
     "verify_heapam",
+    streamed_since="18",
     models="verify_heapam (contrib/amcheck/verify_heapam.c)",
     description=(
         "amcheck heap verification; streamed = PostgreSQL 18 (SEQUENTIAL|FULL|USE_BATCHING, or a "

@@ -62,6 +62,7 @@ def _page(rel: Relation, block: int) -> tuple[int, np.ndarray, np.ndarray]:
 
 @register_scan(
     "analyze",
+    streamed_since="18",
     models="acquire_sample_rows (analyze.c) with BlockSampler/reservoir (sampling.c), "
     "heapam_scan_analyze_next_block/_next_tuple, then visibilitymap_count (visibilitymap.c)",
     description="ANALYZE's sample: streamed = PostgreSQL 18 (block sampler as stream callback, VACUUM ring); "

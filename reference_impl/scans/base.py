@@ -9,6 +9,15 @@ streamified), and its own keyword parameters. It reports each page it consumes w
 removed, checksums written ...). The answer must be the same for both variants: that is the
 property the project's tests check for every scan.
 
+Versions. A scan runs the code of the instance's version (``Settings.version``, see
+:mod:`reference_impl.versions`): where a version's C differs, the scan branches on
+``ctx.version_at_least(...)`` with the function named. ``streamed_since`` says which variant a
+version's own source runs: the first version whose C reads the scan's blocks through a read
+stream (``"18"``: every version; ``None``: none, the streamed variant is a proposal). On an older
+version the streamed variant is that newer code run on the older version's stream, the way the
+patches were measured before they landed; :func:`native_variant` names the variant a version
+runs, which is what a server of that version is compared with.
+
 :func:`run_scan` validates the parameters against the scan's declaration, runs it, and returns a
 :class:`ScanResult`: the answer, the pages visited, the reads the backend issued meanwhile (from
 its read log), hits, simulated time, and the pins left behind. A PostgreSQL error inside the scan
@@ -28,6 +37,7 @@ from ..buffers.bufmgr import Backend
 from ..errors import ModelUsageError, PgError, QueryCanceled
 from ..stats import ReadRecord
 from ..storage.relation import ForkNumber, Relation
+from ..versions import VERSIONS
 
 __all__ = [
     "ScanParam",
@@ -38,8 +48,10 @@ __all__ = [
     "register_scan",
     "run_scan",
     "scan_names",
+    "native_variant",
     "heap_page_live",
     "VARIANTS",
+    "EXPLAIN_IO_PARAM",
 ]
 
 VARIANTS = ("streamed", "unstreamed")
@@ -91,6 +103,19 @@ class ScanSpec:
     function: Callable[..., dict[str, Any]]
     params: tuple[ScanParam, ...] = ()
     variants: tuple[str, ...] = VARIANTS
+    #: The first version whose source streams this scan (``None``: no version does).
+    streamed_since: str | None = None
+
+    def native_variant(self, version: str) -> str:
+        """The variant version ``version``'s own source runs."""
+        since = self.streamed_since
+        if (
+            since is not None
+            and "streamed" in self.variants
+            and VERSIONS.index(version) >= VERSIONS.index(since)
+        ):
+            return "streamed"
+        return "unstreamed" if "unstreamed" in self.variants else self.variants[0]
 
     def param(self, name: str) -> ScanParam:
         for p in self.params:
@@ -101,6 +126,16 @@ class ScanSpec:
 
 SCANS: dict[str, ScanSpec] = {}
 
+#: ``EXPLAIN (ANALYZE, IO)``: the executor's ``INSTRUMENT_IO`` (PostgreSQL 19 on), taken by the
+#: scans whose node passes ``SO_SCAN_INSTRUMENT`` to ``table_beginscan*`` (``nodeSeqscan.c``,
+#: ``nodeTidrangescan.c``, ``nodeBitmapHeapscan.c``).
+EXPLAIN_IO_PARAM = ScanParam(
+    "explain_io",
+    bool,
+    False,
+    "run under EXPLAIN (ANALYZE, IO): the scan's read stream keeps IOStats (PostgreSQL 19 on)",
+)
+
 
 def register_scan(
     name: str,
@@ -109,19 +144,26 @@ def register_scan(
     description: str,
     params: tuple[ScanParam, ...] = (),
     variants: tuple[str, ...] = VARIANTS,
+    streamed_since: str | None = None,
 ) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
-    """Decorator registering ``fn(ctx, rel, *, streamed, **params) -> dict`` as scan ``name``."""
+    """Decorator registering ``fn(ctx, rel, *, streamed, **params) -> dict`` as scan ``name``;
+    ``streamed_since`` is the first version whose source streams it (see the module docstring)."""
 
     def deco(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         if name in SCANS:
             raise ModelUsageError(f"scan {name!r} is registered twice")
+        if streamed_since is not None and (streamed_since not in VERSIONS or "streamed" not in variants):
+            raise ModelUsageError(
+                f"scan {name!r}: streamed_since = {streamed_since!r} is invalid: allowed None or one of "
+                f"{', '.join(VERSIONS)} for a scan with a streamed variant"
+            )
         sig = inspect.signature(fn)
         for p in params:
             if p.name not in sig.parameters:
                 raise ModelUsageError(
                     f"scan {name!r}: declared parameter {p.name} is not an argument of {fn.__name__}"
                 )
-        SCANS[name] = ScanSpec(name, models, description, fn, params, variants)
+        SCANS[name] = ScanSpec(name, models, description, fn, params, variants, streamed_since)
         return fn
 
     return deco
@@ -129,6 +171,17 @@ def register_scan(
 
 def scan_names() -> list[str]:
     return sorted(SCANS)
+
+
+def native_variant(name: str, version: str) -> str:
+    """The variant of scan ``name`` that version ``version``'s source runs (``"18"``, ``"19"``,
+    ``"20devel"`` or ``"master"``)."""
+    from ..versions import canonical_version
+
+    spec = SCANS.get(name)
+    if spec is None:
+        raise ModelUsageError(f"unknown scan {name!r}: available {', '.join(scan_names())}")
+    return spec.native_variant(canonical_version(version))
 
 
 class ScanContext:
@@ -144,14 +197,26 @@ class ScanContext:
         self.backend = backend
         self.instance = backend.instance
         self.settings = backend.settings
+        #: The version whose C the scan follows (``Settings.version``).
+        self.version: str = backend.settings.version
         self.costs = backend.costs
         self.blocks: array[int] | None = array("I") if keep_blocks else None
         self.pages = 0
         self.cancel_after = cancel_after
         self.streams: list[Any] = []
         self.notes: dict[str, Any] = {}
+        #: The ``IOStats`` an instrumented scan's stream fills (``instrument_stream``).
+        self.io_stats: Any = None
+        #: Index relations whose metapage this backend holds in its relcache (``rd_amcache``).
+        self.amcache: set[str] = set()
+        #: What an index AM's calls of one command leave for the next (pages a bulk delete emptied).
+        self.amstate: dict[str, Any] = {}
         self._page_us = self.costs.page_process_us
         self._tuple_us = self.costs.tuple_process_us
+
+    def version_at_least(self, version: str) -> bool:
+        """Does the instance's version include the code of ``version`` (``"19"``: 19 and 20devel)?"""
+        return VERSIONS.index(self.version) >= VERSIONS.index(version)
 
     def visit(self, block: int) -> None:
         """The consumer has a page in hand (counted; cancel point)."""
@@ -181,6 +246,27 @@ class ScanContext:
         self.streams.append(stream)
         return stream
 
+    def check_explain_io(self, scan: str, explain_io: bool) -> bool:
+        """Refuse ``explain_io`` on a version without ``EXPLAIN (IO)`` (18); returns it."""
+        if explain_io and not self.version_at_least("19"):
+            raise ModelUsageError(
+                f"scan {scan!r}: parameter explain_io = True is invalid with version {self.version}: "
+                "EXPLAIN (IO) and read_stream_enable_stats exist from PostgreSQL 19"
+            )
+        return explain_io
+
+    def instrument_stream(self, stream: Any) -> None:
+        """``heap_beginscan`` with ``SO_SCAN_INSTRUMENT`` and a stream (19):
+        ``read_stream_enable_stats(scan->rs_read_stream, &scan->rs_base.rs_instrument->io)``.
+
+        The counters go to ``ScanResult.io_stats`` (what ``EXPLAIN (IO)`` prints for the node). A
+        stream begun again for the same scan counts into the same ``IOStats``.
+        """
+        if self.io_stats is None:
+            self.io_stats = stream.enable_stats()
+        else:
+            stream.enable_stats(self.io_stats)
+
 
 @dataclass
 class ScanResult:
@@ -202,6 +288,8 @@ class ScanResult:
     io: dict[str, dict[str, int]] = field(default_factory=dict)
     distance_history: list[tuple[int, int]] | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    #: ``IOStats`` of an instrumented scan (``explain_io``), as ``EXPLAIN (IO)`` reads them.
+    io_stats: dict[str, int] | None = None
 
     @property
     def read_sizes(self) -> list[int]:
@@ -290,4 +378,5 @@ def run_scan(
         io=io,
         distance_history=ctx.streams[0].stats.distance_history if ctx.streams else None,
         notes=ctx.notes,
+        io_stats=None if ctx.io_stats is None else ctx.io_stats.as_dict(),
     )

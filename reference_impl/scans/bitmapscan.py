@@ -43,7 +43,7 @@ from ._heapfetch import (
     btree_range_params,
 )
 from ._tidbitmap import TBMIterateResult, TIDBitmap
-from .base import ScanContext, ScanParam, register_scan
+from .base import EXPLAIN_IO_PARAM, ScanContext, ScanParam, register_scan
 
 __all__ = ["bitmapscan", "build_bitmap"]
 
@@ -111,6 +111,7 @@ class _PrefetchState:
 
 @register_scan(
     "bitmapscan",
+    streamed_since="18",
     models="BitmapHeapNext (nodeBitmapHeapscan.c) → bitmapheap_stream_read_next / BitmapHeapScanNextBlock "
     "(heapam_handler.c), after MultiExecBitmapIndexScan → btgetbitmap (nbtree.c)",
     description="bitmap heap scan of a btree key range: streamed = PostgreSQL 18 (heap read stream, "
@@ -119,6 +120,7 @@ class _PrefetchState:
         ScanParam(
             "work_mem_kb", int, 4096, "work_mem for the TID bitmap (kB)", minimum=64, maximum=2147483647
         ),
+        EXPLAIN_IO_PARAM,
     ),
 )
 def bitmapscan(
@@ -132,8 +134,10 @@ def bitmapscan(
     work_mem_kb: int = 4096,
     metapage_cached: bool = True,
     limit: int | None = None,
+    explain_io: bool = False,
 ) -> dict[str, Any]:
     be = ctx.backend
+    instrument = ctx.check_explain_io("bitmapscan", explain_io)
     irel, _, lo, hi = btree_key_range(ctx, rel, index, key_start, selectivity)
     index_pages: list[int] = []
     tbm, matches = build_bitmap(
@@ -152,7 +156,7 @@ def bitmapscan(
     prefetch: _PrefetchState | None = None
     block_list = [r.blockno for r in results]
     if streamed:
-        stream = begin_heap_fetch_stream(ctx, rel, callback)
+        stream = begin_heap_fetch_stream(ctx, rel, callback, instrument=instrument)
     else:
         eic = rel.tablespace_eic if rel.tablespace_eic is not None else be.settings.effective_io_concurrency
         if eic > 0:

@@ -69,8 +69,7 @@ from ._pg18_catalog import CATALOG_LINES
 from .base import ScanContext, ScanParam, register_scan
 
 if TYPE_CHECKING:
-    from ..buffers.bufmgr import Backend
-    from ..instance import Instance
+    from ..buffers.bufmgr import Backend, BufferManagerHost
 
 __all__ = [
     "ProgressSample",
@@ -424,7 +423,7 @@ def _catalog_rows() -> list[tuple[str, bool, list[int | None], list[int]]]:
 
 
 def fresh_cluster(
-    instance: Instance,
+    instance: BufferManagerHost,
     *,
     databases: tuple[str, ...] = CLUSTER_DATABASES,
     resident: bool = False,

@@ -276,6 +276,7 @@ def _visible_pins(ctx: ScanContext, rel: Relation) -> int:
 
 @register_scan(
     "cursor",
+    streamed_since="18",
     models="PortalRunFetch (pquery.c) → ExecutorRun → SeqNext → heap_getnextslot (heapam.c), either direction",
     description="a SCROLL cursor over SELECT 1 FROM t driven by FETCH/MOVE commands, then CLOSE/COMMIT/ROLLBACK",
     params=(

@@ -20,12 +20,14 @@ the fidelity checks found to matter:
   may now create or free the BULKREAD strategy while the stream keeps the one it was created
   with: a stale strategy, or a dangling pointer to a freed one (the bug reported in the
   sample-scan thread). A PostgreSQL 18.6 server still has it (measured: a table grown past
-  ``NBuffers / 4`` before the rescan is read a second time entirely in context ``normal``), so
-  ``rescan_fix=False`` — the default with ``version="18"`` — reproduces it: the stream keeps the
-  strategy it was created with, even one ``initscan`` has just freed (use after free; in debug
-  mode the model stops there). ``rescan_fix=True`` — the default with ``version="master"``,
-  which the seed patches target — applies the reviewed fix (``read_stream_set_strategy`` when a
-  strategy is added; a new stream, with its larger queue, when one is removed).
+  ``NBuffers / 4`` before the rescan is read a second time entirely in context ``normal``), and
+  so do 19 and the development branch (their ``heap_rescan`` and ``initscan`` are 18's: reset,
+  then ``initscan``, no ``read_stream_set_strategy``). ``rescan_fix=False``, the default with
+  every version, reproduces it: the stream keeps the strategy it was created with, even one
+  ``initscan`` has just freed (use after free; in debug mode the model stops there).
+  ``rescan_fix=True`` applies the reviewed fix the seed patches propose
+  (``read_stream_set_strategy`` when a strategy is added; a new stream, with its larger queue,
+  when one is removed).
 
 * **Direction.** The callback follows the scan direction (``rs_dir``): backward from the block
   before the start block (or the last one), never reporting sync positions, and the first
@@ -90,6 +92,7 @@ class HeapScan:
         stream_flags: int = READ_STREAM_SEQUENTIAL | READ_STREAM_USE_BATCHING,
         rescan_fix: bool | None = None,
         sets_hints: bool = False,
+        instrument: bool = False,
     ) -> None:
         self.ctx = ctx
         self.backend = ctx.backend
@@ -99,7 +102,8 @@ class HeapScan:
         self.req_sync = allow_sync
         self.use_slot = use_slot
         self.stream_flags = stream_flags
-        self.rescan_fix = (ctx.settings.version != "18") if rescan_fix is None else rescan_fix
+        # No version has the fix (18.6, 19 and 20devel all keep the stream's first strategy).
+        self.rescan_fix = bool(rescan_fix)
         self.strategy: BufferAccessStrategy | None = None
         self.nblocks = 0
         self.startblock = 0
@@ -121,6 +125,7 @@ class HeapScan:
         self._hint_view = (
             HeapView(rel) if sets_hints and spec is not None and spec.hinted_fraction < 1.0 else None
         )
+        self.instrument = instrument  # SO_SCAN_INSTRUMENT (19: EXPLAIN (IO))
         self._initscan(keep_startblock=False)
         if streamed:
             self.stream = self._begin_stream()
@@ -132,6 +137,9 @@ class HeapScan:
         stream = begin_stream(
             self.backend, self.rel, self._callback, None, flags=self.stream_flags, strategy=self.strategy
         )
+        if self.instrument:
+            # heap_beginscan: read_stream_enable_stats once the stream exists
+            self.ctx.instrument_stream(stream)
         return self.ctx.track_stream(stream)
 
     def _initscan(self, keep_startblock: bool) -> None:

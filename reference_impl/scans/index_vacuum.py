@@ -18,9 +18,10 @@ Each index access method removes the entries pointing to the heap TIDs in the de
   squeezed (``_hash_squeezebucket``): the chain is walked again to its end and tuples move from
   the last pages to the first; every overflow page that empties is freed, which reads the
   metapage and the bitmap page without strategy. The metapage is finally dirtied with the new
-  tuple count. PostgreSQL 18 reads everything one page at a time; the streamify thread's patch
-  streams the *primary bucket pages* (``MAINTENANCE | USE_BATCHING``, the ring; callback bucket
-  → ``BUCKET_TO_BLKNO``), while overflow pages stay single reads.
+  tuple count. PostgreSQL 18 reads everything one page at a time; PostgreSQL 19 streams the
+  *primary bucket pages* (``MAINTENANCE | USE_BATCHING``, the ring; callback bucket →
+  ``BUCKET_TO_BLKNO``), begun after the metapage is read, while overflow pages stay single
+  reads; the development branch begins that stream before reading the metapage.
 * **GiST** (``gistbulkdelete``/``gistvacuumcleanup`` → ``gistvacuumscan``): every block from
   the root (block 0), streamed like btree in PostgreSQL 18; the cleanup call scans the whole
   index again when no bulk delete ran. Empty leaves are then unlinked
@@ -33,11 +34,12 @@ streamed and unstreamed.
 
 Registered scans run one AM's bulk delete and cleanup on an index, with the dead-TID store that
 VACUUM's phase I would collect from the heap the index is built on: ``btvacuumscan``,
-``hashbulkdelete`` and ``gistvacuumscan``.
+``hashbulkdelete`` and ``gistvacuumscan``; each follows the instance's version.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,23 +82,34 @@ __all__ = [
 # A hash index tuple is an 8-byte header plus the 4-byte hash code, MAXALIGNed, plus its line
 # pointer: (8192 - 24 page header - 16 special) // 20.
 HASH_ITEMS_PER_PAGE = (8192 - 24 - 16) // 20
-_INDEX_KINDS = ("btree", "hash", "gist")
+_INDEX_KINDS = ("btree", "hash", "gist", "spgist", "gin", "brin", "bloom")
+#: The access methods whose VACUUM passes PostgreSQL 19 streams and 18 reads block by block
+#: (hash bulk delete has its own switch, ``hash_stream``).
+AMS_STREAMED_FROM_19 = ("gin", "brin", "bloom")
+#: The modules of the other access methods' ambulkdelete/amvacuumcleanup.
+_AM_MODULES = {"spgist": "spgvacuum", "gin": "ginvacuum", "brin": "brinvacuum", "bloom": "blvacuum"}
 
 
 @dataclass(frozen=True)
 class IndexVacuumOptions:
     """Choices that are not part of ``IndexVacuumInfo`` but change what is read."""
 
+    #: Stream the hash bucket pages: PostgreSQL 19's ``hashbulkdelete`` (18 reads them one by one).
     hash_stream: bool = False
     hash_metapage_cached: bool = False
+    #: Run the GIN, BRIN and bloom passes PostgreSQL 19 streams as 19 does (18 reads them one
+    #: block at a time): VACUUM sets it from the version, the standalone scans when streamed.
+    streams_of_19: bool = False
 
 
 def index_kind(index: Relation) -> str:
-    """The access method of a synthetic index relation (``btree``, ``hash`` or ``gist``)."""
+    """The access method of a synthetic index relation (``btree``, ``hash``, ``gist``, ``spgist``,
+    ``gin``, ``brin`` or ``bloom``)."""
     kind = getattr(index.content, "kind", None)
     if kind not in _INDEX_KINDS:
         raise ModelUsageError(
-            f"relation {index.name!r} is not a synthetic btree, hash or GiST index (content kind {kind!r})"
+            f"relation {index.name!r} is not a synthetic index of {', '.join(_INDEX_KINDS)} "
+            f"(content kind {kind!r})"
         )
     return str(kind)
 
@@ -389,36 +402,50 @@ def _hashbulkdelete(
     stream_buckets: bool,
     metapage_cached: bool,
 ) -> IndexBulkDeleteResult:
-    """``hashbulkdelete`` (PostgreSQL 18), or the streamify thread's patch (``stream_buckets``)."""
+    """``hashbulkdelete``: PostgreSQL 18's one page at a time, or (``stream_buckets``) 19's.
+
+    PostgreSQL 19 streams the primary bucket pages (``hash_bulkdelete_read_stream_cb``:
+    ``BUCKET_TO_BLKNO`` of the cached metapage for ``next_bucket .. max_bucket``;
+    ``READ_STREAM_MAINTENANCE | USE_BATCHING``, ``info->strategy``, no per-buffer data). It
+    begins the stream after ``_hash_getcachedmetap``; the development branch begins it before
+    (stream set-up may process relcache invalidations that would free the cached copy). A bucket
+    split while VACUUM runs resets the stream; synthetic indexes do not split.
+    """
     from .. import begin_stream
 
     be = ctx.backend
     st = _HashState(ctx, index, strategy)
     content = _content(index)
-    if not metapage_cached:
-        st.metabuf = st.getbuf_nostrategy(0)  # _hash_getcachedmetap keeps the pin
     maxbucket = content.nbuckets - 1
     stream = None
-    if stream_buckets:
-        cur = [0]
+    # HashBulkDeleteStreamPrivate: next_bucket .. max_bucket
+    stream_private = {"next_bucket": 0, "max_bucket": maxbucket}
 
-        def callback(stream: Any, private: Any) -> int:
-            """``hash_bulkdelete_read_stream_cb``: the next bucket's primary page."""
-            b = cur[0]
-            if b > maxbucket:
-                return InvalidBlockNumber
-            cur[0] = b + 1
-            return int(content.bucket_block(b))
+    def hash_bulkdelete_read_stream_cb(stream: Any, private: Any) -> int:
+        """``hash_bulkdelete_read_stream_cb``: the next bucket's primary page."""
+        if private["next_bucket"] > private["max_bucket"]:
+            return InvalidBlockNumber
+        bucket = private["next_bucket"]
+        private["next_bucket"] = bucket + 1
+        return int(content.bucket_block(bucket))
 
-        stream = begin_stream(
+    def begin() -> Any:
+        s = begin_stream(
             be,
             index,
-            callback,
-            None,
+            hash_bulkdelete_read_stream_cb,
+            stream_private,
             flags=READ_STREAM_MAINTENANCE | READ_STREAM_USE_BATCHING,
             strategy=strategy,
         )
-        ctx.track_stream(stream)
+        return ctx.track_stream(s)
+
+    if stream_buckets and ctx.version_at_least("20devel"):
+        stream = begin()  # before _hash_getcachedmetap (20devel)
+    if not metapage_cached:
+        st.metabuf = st.getbuf_nostrategy(0)  # _hash_getcachedmetap keeps the pin
+    if stream_buckets and stream is None:
+        stream = begin()  # after _hash_getcachedmetap (19)
     for bucket in range(maxbucket + 1):
         if stream is not None:
             buf = stream.next_buffer()
@@ -428,10 +455,14 @@ def _hashbulkdelete(
             buf = st.getbuf(content.bucket_block(bucket))
         _hashbucketcleanup(st, bucket, buf, dead)
         be.release_buffer(buf)
-    if stream is not None:
-        stream.end()
     if st.metabuf < 0:
         st.metabuf = st.getbuf_nostrategy(0)
+    # No split since the start (cur_maxbucket == hashm_maxbucket).
+    if stream is not None:
+        # Assert(read_stream_next_buffer(stream, NULL) == InvalidBuffer), then read_stream_end.
+        if stream.next_buffer() >= 0:
+            raise ModelUsageError(f"bucket stream of {index.name!r} went past bucket {maxbucket}")
+        stream.end()
     # The tuple count is written back to the metapage (XLOG_HASH_UPDATE_META_PAGE).
     be.mark_buffer_dirty(st.metabuf, wal_logged=True)
     be.release_buffer(st.metabuf)
@@ -542,6 +573,9 @@ def index_bulkdelete(
         return _hashbulkdelete(
             ctx, index, dead, stats, strategy, streamed and opts.hash_stream, opts.hash_metapage_cached
         )
+    if kind in _AM_MODULES:
+        am = importlib.import_module(f".{_AM_MODULES[kind]}", __package__)
+        return am.ambulkdelete(ctx, index, dead, stats, strategy, streamed, opts)  # type: ignore[no-any-return]
     if stats is None:
         stats = IndexBulkDeleteResult()
     if kind == "btree":
@@ -561,6 +595,9 @@ def index_vacuumcleanup(
 ) -> IndexBulkDeleteResult | None:
     """``index_vacuum_cleanup`` → the AM's ``amvacuumcleanup``."""
     kind = index_kind(index)
+    if kind in _AM_MODULES:
+        am = importlib.import_module(f".{_AM_MODULES[kind]}", __package__)
+        return am.amvacuumcleanup(ctx, index, stats, strategy, streamed, opts)  # type: ignore[no-any-return]
     if kind == "hash":
         if stats is None:
             return None
@@ -629,6 +666,7 @@ def _bulkdelete_then_cleanup(
 
 @register_scan(
     "btvacuumscan",
+    streamed_since="18",
     models="btbulkdelete → btvacuumscan → btvacuumpage, then btvacuumcleanup (nbtree.c)",
     description="btree bulk delete of the heap's dead TIDs with the VACUUM ring (streamed = PostgreSQL 18 "
     "block-range stream, MAINTENANCE|FULL|USE_BATCHING; unstreamed = PostgreSQL 16/17)",
@@ -644,10 +682,12 @@ def btvacuumscan(
 
 @register_scan(
     "hashbulkdelete",
+    streamed_since="19",
     models="hashbulkdelete → hashbucketcleanup → _hash_squeezebucket / _hash_freeovflpage "
     "(hash.c, hashovfl.c), then hashvacuumcleanup",
     description="hash bulk delete of the heap's dead TIDs with the VACUUM ring (unstreamed = PostgreSQL 18, "
-    "one page at a time; streamed = the streamify thread's patch streaming the primary bucket pages)",
+    "one page at a time; streamed = PostgreSQL 19: the primary bucket pages streamed, the stream begun "
+    "before the metapage read in 20devel)",
     params=(
         *_COMMON_PARAMS,
         ScanParam(
@@ -663,7 +703,7 @@ def hashbulkdelete(
     buffer_usage_limit: int | None = None,
     hash_metapage_cached: bool = False,
 ) -> dict[str, Any]:
-    # Run alone, streamed means the streamify thread's patch; inside VACUUM it is the hash_stream option.
+    # Run alone, streamed means 19's code; inside VACUUM it is the hash_stream option.
     opts = IndexVacuumOptions(hash_stream=True, hash_metapage_cached=hash_metapage_cached)
     return _bulkdelete_then_cleanup(
         ctx, rel, "hash", streamed=streamed, buffer_usage_limit=buffer_usage_limit, opts=opts
@@ -672,6 +712,7 @@ def hashbulkdelete(
 
 @register_scan(
     "gistvacuumscan",
+    streamed_since="18",
     models="gistbulkdelete / gistvacuumcleanup → gistvacuumscan → gistvacuumpage, "
     "gistvacuum_delete_empty_pages (gistvacuum.c)",
     description="GiST bulk delete of the heap's dead TIDs with the VACUUM ring (streamed = PostgreSQL 18 "
@@ -684,3 +725,75 @@ def gistvacuumscan(
     return _bulkdelete_then_cleanup(
         ctx, rel, "gist", streamed=streamed, buffer_usage_limit=buffer_usage_limit, opts=IndexVacuumOptions()
     )
+
+
+# ---------------------------------------------------------------------------------------- shared
+def block_range_pass(
+    ctx: ScanContext,
+    index: Relation,
+    start: int,
+    nblocks: int,
+    strategy: BufferAccessStrategy | None,
+    streamed: bool,
+    page_fn: Any,
+    *,
+    flags: int = READ_STREAM_MAINTENANCE | READ_STREAM_FULL | READ_STREAM_USE_BATCHING,
+) -> None:
+    """The ``for (blkno = start; blkno < nblocks; blkno++)`` loop of the index passes PostgreSQL 19
+    streams (``blbulkdelete``, ``blvacuumcleanup``, ``ginvacuumcleanup`` ...).
+
+    Each block: ``vacuum_delay_point``, then the buffer (``read_stream_next_buffer`` of a
+    block-range stream over ``start .. nblocks - 1``, or 18's ``ReadBufferExtended`` with
+    ``strategy``), then ``page_fn(buf, blkno)``, which releases it. Streamed, the loop ends with
+    ``Assert(read_stream_next_buffer(stream, NULL) == InvalidBuffer)`` and ``read_stream_end``.
+    """
+    from .. import begin_stream
+
+    be = ctx.backend
+    stream = None
+    if streamed:
+        stream = begin_stream(
+            be,
+            index,
+            block_range_read_stream_cb,
+            BlockRangeReadStreamPrivate(start, nblocks),
+            flags=flags,
+            strategy=strategy,
+        )
+        ctx.track_stream(stream)
+    for blkno in range(start, nblocks):
+        vacuum_delay_point(be)
+        if stream is not None:
+            buf = stream.next_buffer()
+        else:
+            buf = be.read_buffer(index, blkno, ForkNumber.MAIN, strategy)
+        page_fn(buf, blkno)
+    if stream is not None:
+        if stream.next_buffer() >= 0:
+            raise ModelUsageError(f"the block-range stream of {index.name!r} went past block {nblocks - 1}")
+        stream.end()
+
+
+def read_metapage_once(ctx: ScanContext, index: Relation, block: int = 0) -> None:
+    """An AM's ``init*State`` filling ``rd_amcache`` from the metapage (``ReadBuffer``, no strategy):
+    read only the first time this backend needs it (``ScanContext.amcache``)."""
+    if index.name in ctx.amcache:
+        return
+    be = ctx.backend
+    be.release_buffer(be.read_buffer(index, block, ForkNumber.MAIN, None))
+    ctx.amcache.add(index.name)
+
+
+def index_fsm_vacuum(ctx: ScanContext, index: Relation) -> None:
+    """``IndexFreeSpaceMapVacuum`` / ``FreeSpaceMapVacuum``: the whole index FSM (nothing without
+    one: a freshly built index has none, except BRIN)."""
+    from ._forkmaps import fsm_vacuum_range
+
+    fsm_vacuum_range(ctx.backend, index, 0, InvalidBlockNumber)
+
+
+def record_free_index_page(ctx: ScanContext, index: Relation, blkno: int) -> None:
+    """``RecordFreeIndexPage``: the page's FSM leaf, the fork extended if it does not reach it."""
+    from ._forkmaps import record_free_space
+
+    record_free_space(ctx.backend, index, blkno)

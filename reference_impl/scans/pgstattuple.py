@@ -12,20 +12,30 @@ which are the subject of streaming work in the seed threads:
 * ``pgstattuple(index)`` (``pgstat_index`` with ``pgstat_btree_page``/``_hash_page``/
   ``_gist_page``): blocks from 1 (after the btree/hash metapage, or the GiST root) to the end, one
   ``ReadBufferExtended(BULKREAD)`` each, re-checking the size at the end and continuing if the
-  index grew. Unstreamed = PostgreSQL 18; streamed = the ``pgstat_index()`` refactor proposed in
-  the sample-scan thread: a block-range stream (``READ_STREAM_FULL | USE_BATCHING``, BULKREAD)
-  reset and continued when the index grew.
+  index grew. Unstreamed = PostgreSQL 18, 19 and the development branch; streamed = the
+  ``pgstat_index()`` refactor proposed in the sample-scan thread (in no version): a block-range
+  stream (``READ_STREAM_FULL | USE_BATCHING``, BULKREAD) reset and continued when the index grew.
 * ``pgstatindex(btree)``: the metapage *with* the BULKREAD strategy, then blocks 1.. one read
   each; ``pgstathashindex``: the metapage without strategy (``_hash_getbuf``), then blocks 1..
-  with BULKREAD. Streamed = the October 2025 proposal (block-range stream over 1.., BULKREAD,
-  ``READ_STREAM_FULL | USE_BATCHING``; the metapage read is unchanged).
+  with BULKREAD. Unstreamed = PostgreSQL 18; streamed = PostgreSQL 19 (``pgstatindex_impl``,
+  ``pgstathashindex``; the October 2025 proposal as it landed): a block-range stream over
+  ``1 .. nblocks - 1`` with ``nblocks`` taken once after the metapage, BULKREAD,
+  ``READ_STREAM_FULL | USE_BATCHING``, ``CHECK_FOR_INTERRUPTS`` before each
+  ``read_stream_next_buffer``, and the metapage read unchanged.
 * ``pgstattuple_approx(table)`` (``statapprox_heap``): for each block, the visibility map decides
   (one ``normal`` read per VM page): an all-visible block is not read, its free space comes from
   the FSM leaf (one ``normal`` read per leaf page); any other block is read with BULKREAD and its
   tuples checked with ``HeapTupleSatisfiesVacuum`` (which sets hint bits). Unstreamed =
-  PostgreSQL 18 (one block at a time); streamed = master since March 2026: the same decision
-  inside a stream callback, ``READ_STREAM_FULL``, BULKREAD — the non-all-visible blocks come in
-  combined reads, with the VM and FSM reads made at look-ahead time.
+  PostgreSQL 18 (one block at a time); streamed = PostgreSQL 19 (committed in March 2026 from the
+  streamify thread): the same decision inside the stream callback
+  (``statapprox_heap_read_stream_next``, which also counts the scanned pages), ``READ_STREAM_FULL``
+  without batching (the callback may read VM pages), BULKREAD — the non-all-visible blocks come
+  in combined reads, with the VM and FSM reads made at look-ahead time.
+
+``pgstattuple`` of a *table* is streamed in every version (the heap scan); of an *index*,
+``pgstat_index`` reads one block at a time in 18, 19 and the development branch alike, and its
+streamed variant stays the sample-scan thread's proposal. The variant each version runs is the
+registry's ``native_variant``.
 
 Every statistic is the same for both variants of a function. Hint bits matter for residency:
 with data checksums a page whose hint bits are set for the first time carries unflushed WAL, and
@@ -45,7 +55,12 @@ from typing import Any
 
 from ..buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_strategy
 from ..errors import ModelUsageError
-from ..read_stream import READ_STREAM_FULL, READ_STREAM_USE_BATCHING, BlockRangeReadStreamPrivate
+from ..read_stream import (
+    READ_STREAM_FULL,
+    READ_STREAM_USE_BATCHING,
+    BlockRangeReadStreamPrivate,
+    block_range_read_stream_cb,
+)
 from ..storage.relation import BLCKSZ, ForkNumber, InvalidBlockNumber, Relation
 from ._forkmaps import VM_ALL_VISIBLE, VMBuffer, get_recorded_free_space
 from ._pageview import HeapPage, HeapView, IndexView, index_view, take_hint_bits
@@ -165,7 +180,7 @@ def _index_range(
         stream = begin_stream(
             be,
             rel,
-            _block_range_cb,
+            block_range_read_stream_cb,
             private,
             flags=READ_STREAM_FULL | READ_STREAM_USE_BATCHING,
             strategy=strategy,
@@ -197,14 +212,6 @@ def _index_range(
     if stream is not None:
         stream.end()
     return nblocks
-
-
-def _block_range_cb(stream: Any, private: BlockRangeReadStreamPrivate) -> int:
-    b = private.current_blocknum
-    if b < private.last_exclusive:
-        private.current_blocknum = b + 1
-        return b
-    return InvalidBlockNumber
 
 
 def _pgstat_index(ctx: ScanContext, rel: Relation, view: IndexView, streamed: bool) -> dict[str, Any]:
@@ -244,10 +251,11 @@ def _pgstat_index(ctx: ScanContext, rel: Relation, view: IndexView, streamed: bo
 
 @register_scan(
     "pgstattuple",
+    streamed_since="18",
     models="pgstattuple → pgstat_relation → pgstat_heap / pgstat_index (contrib/pgstattuple/pgstattuple.c)",
     description="exact tuple and free-space statistics of a table (streamed = PostgreSQL 18 heap scan, "
-    "unstreamed = PostgreSQL 16) or of a btree/hash/GiST index (unstreamed = PostgreSQL 18, streamed = "
-    "the proposed pgstat_index() read-stream refactor)",
+    "unstreamed = PostgreSQL 16) or of a btree/hash/GiST index (unstreamed = PostgreSQL 18, 19 and "
+    "20devel; streamed = the proposed pgstat_index() read-stream refactor)",
     params=(
         ScanParam("data_checksums", bool, True, "data checksums on: first hint-bit changes are WAL-logged"),
     ),
@@ -264,9 +272,10 @@ def pgstattuple(
 # ---------------------------------------------------------------------------------------- approx
 @register_scan(
     "pgstattuple_approx",
+    streamed_since="19",
     models="pgstattuple_approx → statapprox_heap (contrib/pgstattuple/pgstatapprox.c)",
     description="approximate table statistics skipping all-visible pages (unstreamed = PostgreSQL 18, "
-    "streamed = master since March 2026: READ_STREAM_FULL with the VM/FSM decision in the callback)",
+    "streamed = PostgreSQL 19: READ_STREAM_FULL with the VM/FSM decision in the callback)",
     params=(
         ScanParam("relpages", int, 0, "pg_class.relpages (0: never vacuumed)", minimum=0),
         ScanParam("reltuples", float, -1.0, "pg_class.reltuples (-1: unknown)", minimum=-1.0),
@@ -377,7 +386,13 @@ def _range_once(
     streamed: bool,
     page_fn: Any,
 ) -> None:
-    """Blocks ``start..nblocks-1`` once: one read each, or a block-range stream (the proposal)."""
+    """The block loop of ``pgstatindex_impl`` / ``pgstathashindex``: ``start .. nblocks - 1`` once.
+
+    Unstreamed (PostgreSQL 18): one ``ReadBufferExtended`` each. Streamed (PostgreSQL 19): a
+    block-range stream with ``p.last_exclusive = nblocks``, one ``read_stream_next_buffer`` per
+    ``blkno`` of the same ``for`` loop, then ``Assert(read_stream_next_buffer(stream, NULL) ==
+    InvalidBuffer)`` (the servers the harness builds have assertions) and ``read_stream_end``.
+    """
     from .. import begin_stream
 
     be = ctx.backend
@@ -385,19 +400,19 @@ def _range_once(
         stream = begin_stream(
             be,
             rel,
-            _block_range_cb,
+            block_range_read_stream_cb,
             BlockRangeReadStreamPrivate(start, nblocks),
             flags=READ_STREAM_FULL | READ_STREAM_USE_BATCHING,
             strategy=strategy,
         )
         ctx.track_stream(stream)
-        while True:
-            buf = stream.next_buffer()
-            if buf < 0:
-                break
+        for blkno in range(start, nblocks):
             be.check_for_interrupts()
-            page_fn(buf, be.buffer_block(buf))
+            buf = stream.next_buffer()
+            page_fn(buf, blkno)
             be.release_buffer(buf)
+        if stream.next_buffer() >= 0:
+            raise ModelUsageError(f"the block-range stream of {rel.name!r} went past block {nblocks - 1}")
         stream.end()
         return
     for blkno in range(start, nblocks):
@@ -417,9 +432,10 @@ def _require_index(rel: Relation, kind: str, function: str) -> IndexView:
 
 @register_scan(
     "pgstatindex",
+    streamed_since="19",
     models="pgstatindex → pgstatindex_impl (contrib/pgstattuple/pgstatindex.c)",
     description="btree index statistics: the metapage with the BULKREAD ring, then every block "
-    "(unstreamed = PostgreSQL 18; streamed = the October 2025 read-stream proposal)",
+    "(unstreamed = PostgreSQL 18; streamed = PostgreSQL 19: a FULL|USE_BATCHING block-range stream)",
 )
 def pgstatindex(ctx: ScanContext, rel: Relation, *, streamed: bool) -> dict[str, Any]:
     be = ctx.backend
@@ -469,9 +485,10 @@ def pgstatindex(ctx: ScanContext, rel: Relation, *, streamed: bool) -> dict[str,
 
 @register_scan(
     "pgstathashindex",
+    streamed_since="19",
     models="pgstathashindex → GetHashPageStats (contrib/pgstattuple/pgstatindex.c)",
     description="hash index statistics: the metapage without strategy, then every block with BULKREAD "
-    "(unstreamed = PostgreSQL 18; streamed = the October 2025 read-stream proposal)",
+    "(unstreamed = PostgreSQL 18; streamed = PostgreSQL 19: a FULL|USE_BATCHING block-range stream)",
 )
 def pgstathashindex(ctx: ScanContext, rel: Relation, *, streamed: bool) -> dict[str, Any]:
     be = ctx.backend

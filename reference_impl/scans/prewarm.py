@@ -107,6 +107,7 @@ def _answer(blocks_done: int, forknum: ForkNumber, first: int, last: int, **extr
 
 @register_scan(
     "pg_prewarm",
+    streamed_since="18",
     models="pg_prewarm(rel, 'buffer', fork, first, last) (contrib/pg_prewarm/pg_prewarm.c)",
     description=(
         "load a block range into shared buffers; streamed = PostgreSQL 18 (MAINTENANCE|FULL|"

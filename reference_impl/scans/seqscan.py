@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..storage.relation import ForkNumber, Relation
-from .base import ScanContext, ScanParam, heap_page_live, register_scan
+from .base import EXPLAIN_IO_PARAM, ScanContext, ScanParam, heap_page_live, register_scan
 from .heapscan import HeapScan, sync_scan_table
 
 __all__ = ["seqscan"]
@@ -20,6 +20,7 @@ __all__ = ["seqscan"]
 
 @register_scan(
     "seqscan",
+    streamed_since="18",
     models="SeqNext (nodeSeqscan.c) → heap_getnextslot / heapgettup_pagemode (heapam.c)",
     description="heap sequential scan counting visible tuples (SELECT count(*))",
     params=(
@@ -35,9 +36,10 @@ __all__ = ["seqscan"]
             "rescan_fix",
             bool,
             None,
-            "heap_rescan makes the stream follow the strategy initscan chose (the seed thread's fix); "
-            "default: off with version 18 (as an 18.6 server), on with master",
+            "heap_rescan makes the stream follow the strategy initscan chose (the seed thread's fix, "
+            "in no version: off by default, as 18.6, 19 and 20devel servers run)",
         ),
+        EXPLAIN_IO_PARAM,
     ),
 )
 def seqscan(
@@ -52,10 +54,19 @@ def seqscan(
     sync_location: int | None = None,
     slot: bool = True,
     rescan_fix: bool | None = None,
+    explain_io: bool = False,
 ) -> dict[str, Any]:
     if sync_location is not None:
         sync_scan_table(ctx.instance).report_location(rel.relid, sync_location - sync_location % 16)
-    scan = HeapScan(ctx, rel, streamed=streamed, use_slot=slot, rescan_fix=rescan_fix, sets_hints=True)
+    scan = HeapScan(
+        ctx,
+        rel,
+        streamed=streamed,
+        use_slot=slot,
+        rescan_fix=rescan_fix,
+        sets_hints=True,
+        instrument=ctx.check_explain_io("seqscan", explain_io),
+    )
     rows = 0
     digest = 0
     per_pass: list[int] = []

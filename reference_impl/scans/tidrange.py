@@ -23,7 +23,7 @@ from typing import Any
 
 from ..storage.relation import ForkNumber, Relation
 from ._heapfetch import TidDigest
-from .base import ScanContext, ScanParam, register_scan
+from .base import EXPLAIN_IO_PARAM, ScanContext, ScanParam, register_scan
 from .heapscan import HeapScan
 
 __all__ = ["tidrangescan", "MAX_OFFSET_NUMBER", "tidrange_limits"]
@@ -50,6 +50,7 @@ def tidrange_limits(
 
 @register_scan(
     "tidrangescan",
+    streamed_since="18",
     models="TidRangeNext (nodeTidrangescan.c) → heap_set_tidrange / heap_getnextslot_tidrange (heapam.c)",
     description="TID range scan: streamed = PostgreSQL 18 (SEQUENTIAL stream over the block range, no "
     "strategy); unstreamed = one ReadBufferExtended per block (PostgreSQL 16)",
@@ -63,6 +64,7 @@ def tidrange_limits(
         ),
         ScanParam("end_offset", int, MAX_OFFSET_NUMBER, "offset of the upper ctid bound", minimum=0),
         ScanParam("limit", int, None, "stop after this many tuples (LIMIT)", minimum=0),
+        EXPLAIN_IO_PARAM,
     ),
 )
 def tidrangescan(
@@ -75,8 +77,17 @@ def tidrangescan(
     end_block: int | None = None,
     end_offset: int = MAX_OFFSET_NUMBER,
     limit: int | None = None,
+    explain_io: bool = False,
 ) -> dict[str, Any]:
-    scan = HeapScan(ctx, rel, streamed=streamed, allow_strat=False, allow_sync=False, sets_hints=True)
+    scan = HeapScan(
+        ctx,
+        rel,
+        streamed=streamed,
+        allow_strat=False,
+        allow_sync=False,
+        sets_hints=True,
+        instrument=ctx.check_explain_io("tidrangescan", explain_io),
+    )
     mintid = (start_block, start_offset)
     maxtid = (end_block, end_offset) if end_block is not None else (0xFFFFFFFE, MAX_OFFSET_NUMBER)
     limits = tidrange_limits(scan.nblocks, mintid, maxtid)

@@ -244,6 +244,7 @@ def _unique_dest(ctx: ScanContext, dest: str | None) -> str:
 
 @register_scan(
     "createdb_wal_log",
+    streamed_since="18",
     models=(
         "CREATE DATABASE ... STRATEGY = WAL_LOG (dbcommands.c CreateDatabaseUsingWalLog; bufmgr.c "
         "CreateAndCopyRelationData / RelationCopyStorageUsingBuffer)"

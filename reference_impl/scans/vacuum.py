@@ -30,10 +30,21 @@ only if fewer than ring-size buffers were allocated in between (index pages incl
 buffers are written when the ring comes back to them (WAL flushed first), which is where a
 device's write latency enters VACUUM's time.
 
-Variants. ``streamed`` is PostgreSQL 18: phase I (``READ_STREAM_MAINTENANCE``, per-buffer flags,
-no fast path), phase III (``MAINTENANCE | USE_BATCHING``), btree and GiST bulk delete
-(``MAINTENANCE | FULL | USE_BATCHING``) are streams; hash bulk delete is not, unless
-``hash_stream`` selects the streamify thread's patch. ``unstreamed`` is the PostgreSQL 16 shape:
+**The wraparound failsafe** (``lazy_check_wraparound_failsafe``, checked before phase I, every
+``FAILSAFE_EVERY_PAGES`` = 4 GB of scanned pages and around each index's bulk delete; the
+``failsafe_at_check`` parameter says at which check the table's XID age has crossed
+``vacuum_failsafe_age``) stops index vacuuming, index cleanup, truncation and the cost-based
+delay, and drops the ring for what follows. The phase I stream holds its own copy of the ring:
+PostgreSQL 18 and the development branch clear it (``read_stream_clear_strategy``) before the
+stream's next buffer, PostgreSQL 19beta1 does not (its phase I keeps reading through the ring).
+
+Variants. ``streamed`` is the version's own code. PostgreSQL 18: phase I
+(``READ_STREAM_MAINTENANCE``, per-buffer flags, no fast path), phase III (``MAINTENANCE |
+USE_BATCHING``), btree and GiST bulk delete (``MAINTENANCE | FULL | USE_BATCHING``) are
+streams, as is SP-GiST's bulk delete, hash bulk delete is not; PostgreSQL 19 streams hash bulk
+delete's bucket pages as well (``hash_stream`` chooses otherwise: off runs 18's hash code, on
+runs 19's on 18's stream), and GIN's and BRIN's cleanup and bloom's passes.
+``unstreamed`` is the PostgreSQL 16 shape:
 every heap and index page one ``ReadBufferExtended`` at a time, with the same ring and the same
 block choices. Both variants visit the same pages and return the same answer.
 
@@ -86,6 +97,7 @@ __all__ = [
     "PREFETCH_SIZE",
     "BYPASS_THRESHOLD_PAGES",
     "VACUUM_FSM_EVERY_PAGES",
+    "FAILSAFE_EVERY_PAGES",
 ]
 
 SKIP_PAGES_THRESHOLD = 32
@@ -96,6 +108,7 @@ REL_TRUNCATE_FRACTION = 16
 PREFETCH_SIZE = 32
 BYPASS_THRESHOLD_PAGES = 0.02
 VACUUM_FSM_EVERY_PAGES = (8 * 1024 * 1024 * 1024) // 8192
+FAILSAFE_EVERY_PAGES = (4 * 1024 * 1024 * 1024) // 8192
 
 VAC_BLK_WAS_EAGER_SCANNED = 1 << 0
 VAC_BLK_ALL_VISIBLE_ACCORDING_TO_VM = 1 << 1
@@ -117,6 +130,12 @@ class _LVRelState:
     do_index_cleanup: bool
     do_rel_truncate: bool
     consider_bypass: bool
+    #: ``vacrel->bstrategy``: the VACUUM ring, dropped (``None``) when the failsafe engages.
+    bstrategy: BufferAccessStrategy | None = None
+    # lazy_check_wraparound_failsafe: the call at which vacuum_xid_failsafe_check turns true
+    failsafe_at_check: int | None = None
+    failsafe_checks: int = 0
+    failsafe_active: bool = False  # VacuumFailsafeActive
     # heap_vac_scan_next_block state
     current_block: int = InvalidBlockNumber
     next_unskippable_block: int = InvalidBlockNumber
@@ -228,6 +247,32 @@ def _eager_scan_setup(
     vac.eager_scan_max_fails_per_region = int(failure_rate * EAGER_SCAN_REGION_SIZE)
     ratio = 1.0 - vac.next_eager_scan_region_start / EAGER_SCAN_REGION_SIZE
     vac.eager_scan_remaining_fails = int(vac.eager_scan_max_fails_per_region * ratio)
+
+
+def _lazy_check_wraparound_failsafe(ctx: ScanContext, vac: _LVRelState) -> bool:
+    """``lazy_check_wraparound_failsafe``: True once the failsafe has engaged.
+
+    ``vacuum_xid_failsafe_check`` (relfrozenxid or relminmxid older than
+    ``vacuum_failsafe_age``) is true from the ``failsafe_at_check``-th evaluation on: the model's
+    stand-in for a table whose XID age crosses the limit while VACUUM runs. Engaging it drops the
+    ring (``vacrel->bstrategy = NULL``; the phase I stream keeps its own references, see
+    ``_lazy_scan_heap``), turns off index vacuuming, index cleanup and truncation, and stops the
+    cost-based delay (``VacuumCostActive = false``) — the same in 18, 19 and 20devel.
+    """
+    if vac.failsafe_active:
+        return True
+    vac.failsafe_checks += 1
+    if vac.failsafe_at_check is None or vac.failsafe_checks < vac.failsafe_at_check:
+        return False
+    vac.failsafe_active = True
+    vac.bstrategy = None
+    vac.do_index_vacuuming = False
+    vac.do_index_cleanup = False
+    vac.do_rel_truncate = False
+    be = ctx.backend
+    be.vacuum_cost_active = False
+    be.stats.vacuum_cost_balance = 0
+    return True
 
 
 def _visit(ctx: ScanContext, vac: _LVRelState, phase: str, block: int, ntuples: int) -> None:
@@ -342,13 +387,22 @@ def _lazy_scan_heap(
     ctx: ScanContext,
     vac: _LVRelState,
     streamed: bool,
-    strategy: BufferAccessStrategy | None,
     opts: IndexVacuumOptions,
     indexes: list[Relation],
     dead_items_max: int | None,
     data_checksums: bool,
 ) -> None:
-    """``lazy_scan_heap`` (phase I, with the phase II/III rounds it triggers)."""
+    """``lazy_scan_heap`` (phase I, with the phase II/III rounds it triggers).
+
+    The failsafe (``_lazy_check_wraparound_failsafe``) is checked every
+    ``FAILSAFE_EVERY_PAGES`` scanned pages and inside each round of index vacuuming. Once it has
+    engaged, PostgreSQL 18 (18.6 has it) and the development branch call
+    ``read_stream_clear_strategy`` on the phase I stream before its next
+    ``read_stream_next_buffer`` (once: ``strategy_cleared``), so the rest of phase I reads
+    without the ring; 19beta1 does not, and its stream keeps reading through the ring it began
+    with although ``vacrel->bstrategy`` is gone. Unstreamed (PostgreSQL 16), each page is read
+    with ``vacrel->bstrategy``, so the ring goes with the failsafe.
+    """
     from .. import begin_stream
 
     be = ctx.backend
@@ -357,18 +411,29 @@ def _lazy_scan_heap(
     vm = VMBuffer(be, rel, vac.heap.vm_flags)  # the consumer's vmbuffer
     next_fsm = 0
     blkno = 0
+    strategy_cleared = False
+    clears_strategy = not (ctx.version_at_least("19") and not ctx.version_at_least("20devel"))
 
     def callback(stream: Any, private: Any) -> Any:
         return _next_block(vac, cb_vm)
 
-    stream = None
+    # Any: the stream of the instance's version (18's gains clear_strategy with the stream models).
+    stream: Any = None
     if streamed:
         stream = begin_stream(
-            be, rel, callback, None, flags=READ_STREAM_MAINTENANCE, strategy=strategy, per_buffer_data=True
+            be,
+            rel,
+            callback,
+            None,
+            flags=READ_STREAM_MAINTENANCE,
+            strategy=vac.bstrategy,
+            per_buffer_data=True,
         )
         ctx.track_stream(stream)
     while True:
         vacuum_delay_point(be)
+        if vac.scanned_pages > 0 and vac.scanned_pages % FAILSAFE_EVERY_PAGES == 0:
+            _lazy_check_wraparound_failsafe(ctx, vac)
         if (
             dead_items_max is not None
             and vac.dead_items.num_items > 0
@@ -376,10 +441,14 @@ def _lazy_scan_heap(
         ):
             vm.release()
             vac.consider_bypass = False
-            _lazy_vacuum(ctx, vac, streamed, strategy, opts, indexes)
+            _lazy_vacuum(ctx, vac, streamed, opts, indexes)
             fsm_vacuum_range(be, rel, next_fsm, blkno + 1)
             next_fsm = blkno
-        buf, blk_info = _next_buffer(be, rel, stream, callback, strategy)
+        if clears_strategy and vac.failsafe_active and not strategy_cleared:
+            if stream is not None:
+                stream.clear_strategy()  # read_stream_clear_strategy (18, 20devel)
+            strategy_cleared = True
+        buf, blk_info = _next_buffer(be, rel, stream, callback, vac.bstrategy)
         if buf < 0:
             break
         blkno = be.buffer_block(buf)
@@ -394,13 +463,13 @@ def _lazy_scan_heap(
         stream.end()
     cb_vm.release()
     if vac.dead_items.num_items > 0:
-        _lazy_vacuum(ctx, vac, streamed, strategy, opts, indexes)
+        _lazy_vacuum(ctx, vac, streamed, opts, indexes)
     if vac.rel_pages > next_fsm:
         fsm_vacuum_range(be, rel, next_fsm, vac.rel_pages)
     if vac.nindexes > 0 and vac.do_index_cleanup:
         for idx in indexes:
             vac.indstats[idx.name] = index_vacuumcleanup(
-                ctx, idx, vac.indstats.get(idx.name), strategy, streamed, opts
+                ctx, idx, vac.indstats.get(idx.name), vac.bstrategy, streamed, opts
             )
 
 
@@ -408,7 +477,6 @@ def _lazy_vacuum(
     ctx: ScanContext,
     vac: _LVRelState,
     streamed: bool,
-    strategy: BufferAccessStrategy | None,
     opts: IndexVacuumOptions,
     indexes: list[Relation],
 ) -> None:
@@ -426,19 +494,36 @@ def _lazy_vacuum(
         vac.do_index_vacuuming = False
         vac.bypassed = True
         vac.lp_dead_removed = False
-    else:
-        for idx in indexes:
-            vac.indstats[idx.name] = index_bulkdelete(
-                ctx, idx, vac.dead_items, vac.indstats.get(idx.name), strategy, streamed, opts
-            )
-        vac.num_index_scans += 1
-        _lazy_vacuum_heap_rel(ctx, vac, streamed, strategy)
+    elif _lazy_vacuum_all_indexes(ctx, vac, streamed, opts, indexes):
+        _lazy_vacuum_heap_rel(ctx, vac, streamed)
+    # else: the failsafe engaged during index vacuuming; no phase III from now on.
     vac.dead_items.reset()
 
 
-def _lazy_vacuum_heap_rel(
-    ctx: ScanContext, vac: _LVRelState, streamed: bool, strategy: BufferAccessStrategy | None
-) -> None:
+def _lazy_vacuum_all_indexes(
+    ctx: ScanContext,
+    vac: _LVRelState,
+    streamed: bool,
+    opts: IndexVacuumOptions,
+    indexes: list[Relation],
+) -> bool:
+    """``lazy_vacuum_all_indexes``: False when the failsafe ended the round early."""
+    if _lazy_check_wraparound_failsafe(ctx, vac):
+        return False  # wraparound emergency: don't even start an index scan
+    allindexes = True
+    for idx in indexes:
+        # lazy_vacuum_one_index: ivinfo.strategy = vacrel->bstrategy
+        vac.indstats[idx.name] = index_bulkdelete(
+            ctx, idx, vac.dead_items, vac.indstats.get(idx.name), vac.bstrategy, streamed, opts
+        )
+        if _lazy_check_wraparound_failsafe(ctx, vac):
+            allindexes = False  # end the current index scan
+            break
+    vac.num_index_scans += 1
+    return allindexes
+
+
+def _lazy_vacuum_heap_rel(ctx: ScanContext, vac: _LVRelState, streamed: bool) -> None:
     """``lazy_vacuum_heap_rel`` (phase III): every block with dead items, ascending."""
     from .. import begin_stream
 
@@ -460,13 +545,13 @@ def _lazy_vacuum_heap_rel(
             callback,
             None,
             flags=READ_STREAM_MAINTENANCE | READ_STREAM_USE_BATCHING,
-            strategy=strategy,
+            strategy=vac.bstrategy,
             per_buffer_data=True,
         )
         ctx.track_stream(stream)
     while True:
         vacuum_delay_point(be)
-        buf, _ = _next_buffer(be, rel, stream, callback, strategy)
+        buf, _ = _next_buffer(be, rel, stream, callback, vac.bstrategy)
         if buf < 0:
             break
         block = be.buffer_block(buf)
@@ -495,7 +580,8 @@ def _page_has_used_items(vac: _LVRelState, page: HeapPage) -> bool:
 
 
 def _should_attempt_truncation(vac: _LVRelState) -> bool:
-    if not vac.do_rel_truncate:
+    """``should_attempt_truncation``."""
+    if not vac.do_rel_truncate or vac.failsafe_active:
         return False
     freeable = vac.rel_pages - vac.nonempty_pages
     return freeable > 0 and (
@@ -503,9 +589,7 @@ def _should_attempt_truncation(vac: _LVRelState) -> bool:
     )
 
 
-def _count_nondeletable_pages(
-    ctx: ScanContext, vac: _LVRelState, strategy: BufferAccessStrategy | None
-) -> int:
+def _count_nondeletable_pages(ctx: ScanContext, vac: _LVRelState) -> int:
     """``count_nondeletable_pages``: backwards from the end, one read per block, with advice."""
     be = ctx.backend
     rel = vac.rel
@@ -519,7 +603,7 @@ def _count_nondeletable_pages(
             for p in range(start, blkno + 1):
                 be.prefetch_buffer(rel, ForkNumber.MAIN, p)
             prefetched_until = start
-        buf = be.read_buffer(rel, blkno, ForkNumber.MAIN, strategy)
+        buf = be.read_buffer(rel, blkno, ForkNumber.MAIN, vac.bstrategy)
         page = vac.heap.page(blkno)
         _visit(ctx, vac, "truncate", blkno, page.nlive + page.ndead)
         used = _page_has_used_items(vac, page)
@@ -529,14 +613,14 @@ def _count_nondeletable_pages(
     return vac.nonempty_pages
 
 
-def _lazy_truncate_heap(ctx: ScanContext, vac: _LVRelState, strategy: BufferAccessStrategy | None) -> None:
+def _lazy_truncate_heap(ctx: ScanContext, vac: _LVRelState) -> None:
     """``lazy_truncate_heap``: one pass (no lock waiters in the model)."""
     be = ctx.backend
     rel = vac.rel
     orig = vac.rel_pages
     if rel.nblocks(ForkNumber.MAIN) != orig:
         return
-    new_pages = _count_nondeletable_pages(ctx, vac, strategy)
+    new_pages = _count_nondeletable_pages(ctx, vac)
     if new_pages >= orig:
         return
     # RelationTruncate: drop the removed blocks' buffers, then shrink the maps and the heap.
@@ -549,10 +633,12 @@ def _lazy_truncate_heap(ctx: ScanContext, vac: _LVRelState, strategy: BufferAcce
 
 @register_scan(
     "vacuum",
+    streamed_since="18",
     models="heap_vacuum_rel → lazy_scan_heap, lazy_vacuum, lazy_vacuum_heap_rel, lazy_truncate_heap "
     "(vacuumlazy.c) with the index AMs' ambulkdelete/amvacuumcleanup",
-    description="VACUUM of a table and its indexes: streamed = PostgreSQL 18 (phase I, phase III, "
-    "btree and GiST streamed; hash streamed only with --hash-stream, the streamify thread's patch); "
+    description="VACUUM of a table and its indexes: streamed = the version's code (18: phase I, phase III, "
+    "btree and GiST streamed; 19 and 20devel: hash bucket pages too), with the wraparound failsafe "
+    "(18 and 20devel clear the phase I stream's ring, 19beta1 keeps it); "
     "unstreamed = PostgreSQL 16 (every page one ReadBuffer)",
     params=(
         ScanParam("disable_page_skipping", bool, False, "DISABLE_PAGE_SKIPPING (aggressive, no VM skipping)"),
@@ -590,7 +676,21 @@ def _lazy_truncate_heap(ctx: ScanContext, vac: _LVRelState, strategy: BufferAcce
             "dead TIDs the store holds before a round of index and heap vacuuming (maintenance_work_mem)",
             minimum=1,
         ),
-        ScanParam("hash_stream", bool, False, "stream hash bucket pages (streamify thread patch)"),
+        ScanParam(
+            "hash_stream",
+            bool,
+            None,
+            "stream hash bucket pages (default: as the version does, off in 18, on from 19)",
+        ),
+        ScanParam(
+            "failsafe_at_check",
+            int,
+            None,
+            "the wraparound failsafe engages at this evaluation of lazy_check_wraparound_failsafe "
+            "(1 = the precheck before phase I; then every 4 GB of scanned pages and before and after "
+            "each index's bulk delete; default: never)",
+            minimum=1,
+        ),
         ScanParam(
             "hash_metapage_cached", bool, False, "the backend has the hash metapage cached (read at the end)"
         ),
@@ -610,12 +710,15 @@ def vacuum(
     eager_first_region_end: int | None = None,
     max_eager_freeze_failure_rate: float = 0.03,
     dead_items_max: int | None = None,
-    hash_stream: bool = False,
+    hash_stream: bool | None = None,
+    failsafe_at_check: int | None = None,
     hash_metapage_cached: bool = False,
     data_checksums: bool = True,
 ) -> dict[str, Any]:
     be = ctx.backend
     strategy = vacuum_strategy(be, buffer_usage_limit)
+    if hash_stream is None:
+        hash_stream = ctx.version_at_least("19")  # hashbulkdelete streams its buckets from 19
     indexes = table_indexes(ctx.instance, rel)
     vac = _LVRelState(
         rel=rel,
@@ -628,19 +731,27 @@ def vacuum(
         do_index_cleanup=index_cleanup != "off",
         do_rel_truncate=truncate,
         consider_bypass=index_cleanup == "auto",
+        bstrategy=strategy,
+        failsafe_at_check=failsafe_at_check,
     )
-    opts = IndexVacuumOptions(hash_stream=hash_stream, hash_metapage_cached=hash_metapage_cached)
+    opts = IndexVacuumOptions(
+        hash_stream=hash_stream,
+        hash_metapage_cached=hash_metapage_cached,
+        streams_of_19=ctx.version_at_least("19"),  # GIN and BRIN cleanup, bloom's passes
+    )
     orig_pages = vac.rel_pages
     begin_vacuum_cost(be)
     _eager_scan_setup(ctx, vac, eager_first_region_end, max_eager_freeze_failure_rate)
-    _lazy_scan_heap(ctx, vac, streamed, strategy, opts, indexes, dead_items_max, data_checksums)
+    # heap_vacuum_rel: a failsafe precheck before dead_items_alloc and lazy_scan_heap.
+    _lazy_check_wraparound_failsafe(ctx, vac)
+    _lazy_scan_heap(ctx, vac, streamed, opts, indexes, dead_items_max, data_checksums)
     if vac.nindexes > 0 and not vac.do_index_vacuuming:
         vac.lp_dead_removed = False
     if _should_attempt_truncation(vac):
-        _lazy_truncate_heap(ctx, vac, strategy)
+        _lazy_truncate_heap(ctx, vac)
     visibilitymap_count(be, rel, vac.heap.vm_counts, vac.rel_pages)
     end_vacuum_cost(be)
-    return {
+    out = {
         "rel_pages": orig_pages,
         "scanned_pages": vac.scanned_pages,
         "skipped_pages": orig_pages - vac.scanned_pages,
@@ -663,3 +774,7 @@ def vacuum(
         "indexes": {n: (s.as_dict() if s is not None else None) for n, s in sorted(vac.indstats.items())},
         "pages_by_phase": dict(sorted(vac.visits.items())),
     }
+    if failsafe_at_check is not None:
+        # VERBOSE says "index scan bypassed by failsafe"; asked about only when it may engage.
+        out["failsafe"] = vac.failsafe_active
+    return out

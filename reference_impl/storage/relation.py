@@ -96,7 +96,8 @@ class Relation:
 
     ``forks`` maps a fork to its size in blocks; a fork that is absent does not exist on disk
     (``smgrexists`` false). ``persistence`` is ``'p'`` (permanent), ``'u'`` (unlogged) or ``'t'``
-    (temporary). ``is_catalog`` marks system catalogs, whose streams take ``max_ios`` from the
+    (temporary); a temporary relation belongs to one backend, ``temp_owner`` (its id), whose
+    local buffers hold its pages (``rd_islocaltemp``). ``is_catalog`` marks system catalogs, whose streams take ``max_ios`` from the
     GUC rather than the tablespace (``read_stream_begin_impl``).
     """
 
@@ -104,6 +105,7 @@ class Relation:
         "name",
         "relid",
         "persistence",
+        "temp_owner",
         "is_catalog",
         "content",
         "_nblocks",
@@ -122,14 +124,22 @@ class Relation:
         persistence: str = "p",
         is_catalog: bool = False,
         content: PageContent | None = None,
+        temp_owner: int | None = None,
     ) -> None:
         if persistence not in ("p", "u", "t"):
             raise ModelUsageError(f"persistence {persistence!r} is invalid: allowed 'p', 'u', 't'")
+        if (persistence == "t") != (temp_owner is not None):
+            raise ModelUsageError(
+                f"relation {name!r}: a temporary relation (persistence 't') names the backend it "
+                f"belongs to (temp_owner = its id) and no other relation does; got persistence "
+                f"{persistence!r}, temp_owner {temp_owner!r}"
+            )
         if not (0 < relid < (1 << 28)):
             raise ModelUsageError(f"relid {relid} is out of range 1..{(1 << 28) - 1}")
         self.name = name
         self.relid = relid
         self.persistence = persistence
+        self.temp_owner = temp_owner
         self.is_catalog = is_catalog
         self.content = content
         self._nblocks = [-1, -1, -1, -1]

@@ -71,6 +71,7 @@ class Storage:
         content: PageContent | None = None,
         persistence: str = "p",
         is_catalog: bool = False,
+        temp_owner: int | None = None,
     ) -> Relation:
         """Create a relation with the given fork sizes (main fork = ``main_blocks`` by default)."""
         if not name or not isinstance(name, str):
@@ -85,6 +86,7 @@ class Storage:
             persistence=persistence,
             is_catalog=is_catalog,
             content=content,
+            temp_owner=temp_owner,
         )
         self._relations[name] = rel
         self._by_id[rel.relid] = rel

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,3 +107,53 @@ def pg_source_tree(request: pytest.FixtureRequest) -> Path:
     pytest.skip(
         f"no PostgreSQL {version} source: give --readstream-pg-source=DIR or --readstream-pg-fetch-source"
     )
+
+
+#: Environment variable naming other builds for the tests that generate and compile the traced
+#: copy and the probe per version: ``SRC=BINDIR`` pairs (a source tree and the bin/ of the build
+#: installed from it), separated by the path separator.
+PG_BUILDS_ENV = "READSTREAM_PG_BUILDS"
+
+
+def _version_label(version: str) -> str:
+    """``18``, ``19`` or ``master`` for a source tree's version (``18.6``, ``19beta1``, ``20devel``)."""
+    if "devel" in version:
+        return "master"
+    import re
+
+    m = re.match(r"\d+", version)
+    return m.group(0) if m else version
+
+
+def _env_builds() -> dict[str, tuple[Path, Path]]:
+    from pytest_readstream.postgres.builds.pgsource import PgSourceMismatch, source_version
+
+    out: dict[str, tuple[Path, Path]] = {}
+    for item in filter(None, os.environ.get(PG_BUILDS_ENV, "").split(os.pathsep)):
+        src, _, bindir = item.partition("=")
+        try:
+            version = source_version(Path(src))
+        except PgSourceMismatch:
+            continue
+        out[_version_label(version)] = (Path(src), Path(bindir))
+    return out
+
+
+@pytest.fixture(scope="session", params=["18", "19", "master"])
+def pg_version_build(request: pytest.FixtureRequest) -> tuple[str, Path, Path]:
+    """``(label, source tree, bindir)`` of PostgreSQL 18 (the embedded server with its source, as
+    ``pg_source_tree`` finds it), 19 and master (from ``READSTREAM_PG_BUILDS``); skips with one
+    reason for a version not at hand."""
+    label = str(request.param)
+    if label == "18":
+        from pytest_readstream.postgres import embedded_bindir
+
+        tree = request.getfixturevalue("pg_source_tree")
+        return label, tree, Path(embedded_bindir())
+    builds = _env_builds()
+    if label not in builds:
+        pytest.skip(
+            f"no PostgreSQL {label} tree and build: set {PG_BUILDS_ENV}=SRC=BINDIR (a source tree and "
+            "the bin/ of its installed build; several separated by the path separator)"
+        )
+    return label, *builds[label]

@@ -177,9 +177,16 @@ def test_every_c_mutant_differs_from_the_unmutated_copy(pg_source_tree: Path, tm
         find_compiler()
     except CBuildUnavailable as err:
         pytest.skip(str(err))
+    from pytest_readstream.postgres.builds.pgsource import READ_STREAM_C
+    from pytest_readstream.postgres.builds.traced_copy import BUFMGR_H, mutant_problem
+
     traced = [name for name, sc in SCENARIOS.items() if sc.traced]
+    text = (pg_source_tree / READ_STREAM_C).read_text()
+    bufmgr = (pg_source_tree / BUFMGR_H).read_text()
+    # The mutants of what 19 added do not apply to an 18 tree (one line each, tested elsewhere).
+    applicable = [m for m in MUTANTS if mutant_problem(text, m, bufmgr_h=bufmgr) is None]
     missed = []
-    for mutant in MUTANTS:
+    for mutant in applicable:
         out = tmp_path / f"{mutant}.json"
         argv = ["compare", "--base", "embedded", "--patch", "embedded"]
         argv += ["--base-source", str(pg_source_tree), "--patch-source", str(pg_source_tree)]

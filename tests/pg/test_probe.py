@@ -18,6 +18,7 @@ import pytest
 from conformance._harness import ConformanceViolation, Scenario
 from pytest_readstream.postgres import PgServer, ScratchDatabase, embedded_bindir
 from pytest_readstream.postgres.builds._cbuild import CBuildUnavailable, find_compiler
+from pytest_readstream.postgres.builds.pgsource import READ_STREAM_C
 from pytest_readstream.postgres.builds.probe_build import ProbeInstall, build_probe
 from pytest_readstream.postgres.impl.implementation import PostgresImplementation
 
@@ -33,16 +34,40 @@ def probe() -> ProbeInstall:
         pytest.skip(str(err))
 
 
-@pytest.fixture
-def probe_conn(probe: ProbeInstall, default_server: PgServer, pg_db: ScratchDatabase) -> Iterator[Any]:
-    """A session of the test database with the probe loaded, inside a transaction."""
-    with default_server.connect(pg_db.name) as conn:
+@pytest.fixture(scope="module")
+def traced_probe(pg_source_tree: Path) -> ProbeInstall:
+    """The probe built with the traced copy of the embedded server's own read_stream.c."""
+    try:
+        find_compiler()
+        return build_probe(embedded_bindir(), traced_source=pg_source_tree / READ_STREAM_C)
+    except CBuildUnavailable as err:
+        pytest.skip(str(err))
+
+
+def _session(probe: ProbeInstall, server: PgServer, db: ScratchDatabase) -> Iterator[Any]:
+    with server.connect(db.name) as conn:
         for stmt in probe.session_sql():
             conn.execute(stmt)
-        conn.execute("CREATE EXTENSION IF NOT EXISTS rsprobe")
+        # Each build is its own install directory; the database keeps one extension at a time.
+        conn.execute("DROP EXTENSION IF EXISTS rsprobe")
+        conn.execute("CREATE EXTENSION rsprobe")
         conn.execute("BEGIN")
         yield conn
         conn.execute("ROLLBACK")
+
+
+@pytest.fixture
+def probe_conn(probe: ProbeInstall, default_server: PgServer, pg_db: ScratchDatabase) -> Iterator[Any]:
+    """A session of the test database with the probe loaded, inside a transaction."""
+    yield from _session(probe, default_server, pg_db)
+
+
+@pytest.fixture
+def traced_conn(
+    traced_probe: ProbeInstall, default_server: PgServer, pg_db: ScratchDatabase
+) -> Iterator[Any]:
+    """The same with the traced probe loaded."""
+    yield from _session(traced_probe, default_server, pg_db)
 
 
 def _call(conn: Any, fn: str, *args: Any) -> dict[str, Any]:
@@ -81,29 +106,57 @@ def test_a_mutant_needs_a_source(probe: ProbeInstall) -> None:
 def test_loads_through_the_path_settings_only(probe_conn: Any, default_server: PgServer) -> None:
     info = _call(probe_conn, "rsp_info")
     assert info["version_num"] == default_server.version_num
-    assert info["traced"] is False and info["layout"] == "18"
+    # Untraced, struct ReadStream is unknown: it is read only from the server's own source.
+    assert info["traced"] is False and info["layout"] == "none" and "source tree" in info["layout_why"]
+    assert info["pause_resume"] is (default_server.version_num >= 190000)
     # Nothing was written into the installation: its own extension directory has no probe.
     share = Path(embedded_bindir()).parent / "share"
     assert not list(share.rglob("rsprobe*"))
 
 
-def test_layout_is_verified_and_the_stream_reports_its_state(probe_conn: Any) -> None:
-    oid = _table(probe_conn, "probe_layout", 64)
-    begun = _call(probe_conn, "rsp_begin", oid, 0, 0, None, None, True, list(range(10)))
+def test_untraced_the_stream_state_is_unknown(probe_conn: Any) -> None:
+    oid = _table(probe_conn, "probe_untraced", 8)
+    begun = _call(probe_conn, "rsp_begin", oid, 0, 0, None, None, False, [0, 1])
+    assert begun["layout_verified"] is False and begun["stream"] is None and begun["trace"] is None
+    assert _call(probe_conn, "rsp_next", begun["id"], [])["block"] == 0
+
+
+@pytest.mark.parametrize("own", [False, True], ids=["traced-copy", "servers-own"])
+def test_the_stream_reports_its_own_fields(traced_conn: Any, own: bool) -> None:
+    """The accessor generated from the tree's struct ReadStream reads the traced copy's stream and
+    the server's own (same source, same struct): PostgreSQL 18's fields under their names."""
+    oid = _table(traced_conn, f"probe_layout_{int(own)}", 64)
+    begun = _call(traced_conn, "rsp_begin", oid, 0, 0, None, None, True, list(range(10)), None, None, own)
     assert begun["layout_verified"] is True
     stream = begun["stream"]
     # max_pinned_buffers = min((eic 16 + 1) * icl 16, GetPinLimit() 94) at the default settings.
     assert (stream["max_ios"], stream["io_combine_limit"], stream["max_pinned_buffers"]) == (16, 16, 94)
+    assert stream["queue_size"] == 95 and stream["per_buffer_data_size"] == 8
     assert (stream["distance"], stream["pinned_buffers"]) == (1, 0)
-    first = _call(probe_conn, "rsp_next", begun["id"], [])
+    assert "readahead_distance" not in stream  # 19's field, not 18's
+    first = _call(traced_conn, "rsp_next", begun["id"], [])
     assert (first["block"], first["valid"], first["data"]) == (0, True, 0)
     assert first["held"] == [first["buffer"]]  # the caller's pin, until released
     assert first["callback"][0] == 0 and first["blocks_read"] >= 1
     assert first["stream"]["pinned_buffers"] == len(first["stream"]["buffers"])
-    second = _call(probe_conn, "rsp_next", begun["id"], [first["buffer"]])
+    if own:
+        assert first["trace"] == []  # the server's own stream makes no traced calls
+    else:
+        # [kind, buffer, block, asked, accepted, forwarded, limit, flags, must_wait, returned]:
+        # StartReadBuffers' result is traced; 18's WaitReadBuffers returns nothing (null).
+        starts = [e for e in first["trace"] if e[0] == 1]
+        waits = [e for e in first["trace"] if e[0] == 2]
+        assert starts and all(e[9] == int(e[8]) for e in starts)
+        assert waits and all(e[9] is None for e in waits)
+    second = _call(traced_conn, "rsp_next", begun["id"], [first["buffer"]])
     assert second["block"] == 1 and first["buffer"] not in second["held"]
-    ended = _call(probe_conn, "rsp_end", begun["id"], [second["buffer"]])
+    ended = _call(traced_conn, "rsp_end", begun["id"], [second["buffer"]])
     assert ended["stream"] is None and ended["held"] == [] and ended["rel_pins"] == []
+
+
+def test_the_traced_probe_says_where_the_state_comes_from(traced_conn: Any) -> None:
+    info = _call(traced_conn, "rsp_info")
+    assert info["layout"] == "source" and info["traced"] is True and info["layout_why"] == ""
 
 
 def test_consumer_pins_shrink_the_additional_pin_limit(probe_conn: Any) -> None:
@@ -157,8 +210,13 @@ def test_untraced_server_offers_the_stream_capabilities_it_has(impl: PostgresImp
         pytest.skip(impl.why_lacking("stream-api") or "no stream-api")
     # The read interposer (its own capability) builds wherever the probe does, unless it cannot.
     faults = {"fault-injection"} if impl.fault_injection_unavailable is None else set()
-    assert caps == {"scans", "stream-api", "per-buffer-data", "introspection"} | faults
+    assert caps == {"scans", "stream-api", "per-buffer-data"} | faults
     assert "set-strategy" not in caps and "pause-resume" not in caps
+    # Introspection needs the server's struct ReadStream, which only a source tree gives.
+    assert "--readstream-pg-source" in (impl.why_lacking("introspection") or "")
+    assert "declares no read_stream_pause() and no read_stream_resume()" in (
+        impl.why_lacking("pause-resume") or ""
+    )
 
 
 def test_untraced_stream_is_judged_and_reads_are_unseen(impl: PostgresImplementation) -> None:
@@ -217,12 +275,60 @@ def test_one_stream_traced_end_to_end(pg_source_tree: Path, tmp_path: Path) -> N
     try:
         if "stream-api" not in impl.capabilities_for(Settings()):
             pytest.skip(impl.why_lacking("stream-api") or "no stream-api")
+        assert "introspection" in impl.capabilities_for(Settings())
         d = Scenario(relation_blocks=40, blocks=list(range(40))).start(impl)
         assert d.consume() == list(range(40))
         ranges = [(r.start, r.start + r.nblocks - 1) for r in d.reads]
         assert ranges == [(0, 0), (1, 2), (3, 6), (7, 14), (15, 30), (31, 39)], ranges
         assert len(d.observer.starts) >= len(ranges) and not d.observer.outstanding
         assert 1 <= d.observer.max_outstanding <= d.max_ios
+        d.end()
+    finally:
+        impl.close()
+
+
+# ------------------------------------------------------------------------------ every version
+def test_each_version_is_driven_with_its_own_fields(
+    pg_version_build: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    """On 18.6, 19 and master (traced from the tree): the stream's state comes under the
+    version's own field names, and where the server declares read_stream_pause/resume the
+    callback pauses the stream and resume() lets it go on, in order."""
+    from reference_impl import Settings
+
+    label, tree, bindir = pg_version_build
+    bindir_arg = None if label == "18" else str(bindir)
+    impl = PostgresImplementation(bindir=bindir_arg, workdir=tmp_path, pytest_mode=True, source=tree)
+    try:
+        caps = impl.capabilities_for(Settings())
+        if "stream-api" not in caps:
+            pytest.skip(impl.why_lacking("stream-api") or "no stream-api")
+        assert "introspection" in caps, impl.why_lacking("introspection")
+        assert ("pause-resume" in caps) == (label != "18"), impl.why_lacking("pause-resume")
+        if label == "18":
+            d = Scenario(relation_blocks=40, blocks=list(range(40))).start(impl)
+            assert d.consume(3) == [0, 1, 2]
+            assert "distance" in d.stream.state and "readahead_distance" not in d.stream.state
+            d.end()
+            return
+        d = Scenario(relation_blocks=60, blocks=list(range(60)), pause_at=[10, 30]).start(impl)
+        got = d.consume()
+        state = d.stream.state
+        for name in (
+            "readahead_distance",
+            "combine_distance",
+            "distance_decay_holdoff",
+            "resume_readahead_distance",
+        ):
+            assert name in state, name
+        assert "distance" not in state and d.stream.distance == state["readahead_distance"]
+        assert got == list(range(10)) and d.source.paused
+        d.resume()
+        got += d.consume()
+        assert got == list(range(30)) and d.source.paused
+        d.resume()
+        got += d.consume()
+        assert got == list(range(60))
         d.end()
     finally:
         impl.close()

@@ -148,7 +148,7 @@ def test_relation_spec_rejects_bad_fields(changes: dict, field: str) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
-        ({"kind": "brin"}, "kind"),
+        ({"kind": "rum"}, "kind"),
         ({"kind": "hash", "levels": 2}, "levels"),
         ({"kind": "btree", "buckets": 4}, "buckets"),
         ({"kind": "btree", "overflow": 2}, "overflow"),

@@ -380,7 +380,7 @@ def test_bad_arguments() -> None:
         run_scan("data_checksums", be, rel, cluster_resident=True)
     with pytest.raises(ModelUsageError, match="below 0"):
         run_scan("data_checksums", be, rel, cost_delay=-1)
-    tmp = inst.storage.create_relation("tmp", 2, persistence="t")
+    tmp = inst.storage.create_relation("tmp", 2, persistence="t", temp_owner=be.id)
     with pytest.raises(ModelUsageError, match="temporary"):
         enable_data_checksums(be, [tmp], streamed=False)
 

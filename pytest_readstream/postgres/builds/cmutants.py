@@ -11,6 +11,9 @@ Only the tests that drive streams through the probe can tell the copies apart: t
 ``read_stream.c``, not the copy, so they are deselected here (they would add minutes and one
 known 18.6 failure, never a kill). ``block-range-past-end`` lives in the copy's
 ``block_range_read_stream_cb``, which the probe runs for the suite's block-range streams.
+
+A mutant whose edits do not match the tree's ``read_stream.c`` (one of what 19 added, on an 18
+tree) is not run: it is listed under ``not_applicable`` with its one-line reason, never a crash.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ...mutants import judge, run_suite
-from .traced_copy import MUTANTS
+from .pgsource import READ_STREAM_C
+from .traced_copy import MUTANTS, mutant_problem
 
 __all__ = ["run_c_kill_matrix"]
 
@@ -37,20 +41,40 @@ def run_c_kill_matrix(
     json_path: str | os.PathLike[str] | None = None,
     *,
     timeout_s: float = 1800.0,
+    source: Path | None = None,
+    bufmgr_h: str | None = None,
+    version: str | None = None,
 ) -> dict[str, Any]:
     """Run the suite against the unmutated traced copy and each C mutant; who killed whom.
 
     ``server_args`` choose the build and its source (``--readstream-pg-source=DIR`` or
     ``--readstream-pg-fetch-source``, optionally ``--readstream-pg-bindir=DIR``). The result has
     the shape of :func:`pytest_readstream.mutants.run_kill_matrix`'s, with the unmutated copy as
-    ``reference`` and each run's wall time in seconds.
+    ``reference`` and each run's wall time in seconds. With ``source`` (the tree) and
+    ``bufmgr_h`` (the server's ``storage/bufmgr.h``), each mutant is first checked against the
+    tree: one that does not apply goes into ``not_applicable`` (name -> one line) and is not run.
     """
     names = list(MUTANTS) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in MUTANTS]
     if unknown:
         raise ValueError(f"unknown C mutant(s) {', '.join(unknown)}: known {', '.join(MUTANTS)}")
+    not_applicable: dict[str, str] = {}
+    if source is not None and bufmgr_h is not None:
+        text = (Path(source) / READ_STREAM_C).read_text()
+        for name in list(names):
+            why = mutant_problem(text, name, bufmgr_h=bufmgr_h, version=version)
+            if why is not None:
+                not_applicable[name] = why
+                names.remove(name)
     base = [*server_args, *_STREAM_TESTS_ONLY, *pytest_args]
-    out: dict[str, Any] = {"schema": 1, "implementation": "postgres", "pytest_args": base, "mutants": {}}
+    out: dict[str, Any] = {
+        "schema": 1,
+        "implementation": "postgres",
+        "pytest_args": base,
+        "mutants": {},
+        "not_applicable": not_applicable,
+        "version": version,
+    }
     t0 = time.perf_counter()
     out["reference"] = run_suite("postgres", base, timeout_s)
     out["reference"]["seconds"] = round(time.perf_counter() - t0, 1)

@@ -286,6 +286,26 @@ class TracedSource:
             version = self._server_version()
             if version is not None:
                 check_source(tree, version)
+            if mutant is not None:
+                self._check_mutant(tree, mutant)
+
+    @staticmethod
+    def _check_mutant(tree: Path, mutant: str) -> None:
+        """A C mutant that does not apply to this tree's ``read_stream.c`` is refused in one line."""
+        from .cparse import CParserUnavailable
+        from .traced_copy import BUFMGR_H, mutant_problem
+
+        try:
+            why = mutant_problem(
+                (tree / READ_STREAM_C).read_text(),
+                mutant,
+                bufmgr_h=(tree / BUFMGR_H).read_text(),
+                version=source_version(tree),
+            )
+        except (OSError, CParserUnavailable) as err:
+            raise PgSourceMismatch(f"--readstream-pg-mutant {mutant}: {err}") from err
+        if why is not None:
+            raise PgSourceMismatch(why)
 
     @property
     def wanted(self) -> bool:

@@ -5,7 +5,7 @@ The probe's C sources ship inside the package. :func:`build_probe` compiles them
 headers (``pg_config`` in its ``bindir``), cached by compiler, server version, headers and
 source hash, and lays the result out as an extension directory of the harness's own: the
 shared object, and ``rsprobe.control`` and ``rsprobe--1.0.sql`` in its ``extension``
-subdirectory (where PostgreSQL 18 looks for control files under each ``extension_control_path``
+subdirectory (where PostgreSQL 18+ looks for control files under each ``extension_control_path``
 entry). A server loads it
 through two PostgreSQL 18 settings, set per session by a superuser (:meth:`ProbeInstall.session_sql`),
 so nothing is written into the server's installation:
@@ -13,10 +13,14 @@ so nothing is written into the server's installation:
 * ``extension_control_path`` finds the control file (``CREATE EXTENSION rsprobe``);
 * ``dynamic_library_path`` finds ``rsprobe.so`` (the control file names it without ``$libdir``).
 
-With ``traced_source`` (a ``read_stream.c`` text) the probe is compiled with ``-DRSPROBE_TRACED``
+With ``traced_source`` (a ``read_stream.c`` file) the probe is compiled with ``-DRSPROBE_TRACED``
 together with the traced copy that :func:`pytest_readstream.postgres.builds.traced_copy.traced_copy_sources`
-generates from it (issue 12): every ``StartReadBuffers``/``WaitReadBuffers`` of the stream is
-then reported. Missing compiler, headers or traced-copy builder raise
+generates from it and the server's installed ``storage/bufmgr.h`` (the wrappers' prototypes):
+every ``StartReadBuffers``/``WaitReadBuffers`` of the stream is then reported, and the stream's
+state is read by the accessor generated from the tree's ``struct ReadStream``. Where the server's
+``storage/read_stream.h`` declares ``read_stream_pause()`` and ``read_stream_resume()`` (19+),
+the probe is compiled with ``-DRSPROBE_HAVE_PAUSE`` and drives them
+(:attr:`ProbeInstall.pause_resume`). Missing compiler, headers or C parser raise
 :class:`~pytest_readstream.postgres.builds._cbuild.CBuildUnavailable` with one line.
 """
 
@@ -32,11 +36,13 @@ from ._cbuild import (
     package_text,
     server_headers,
 )
+from .traced_copy import TRACED_H, traced_copy_sources
 
-__all__ = ["PROBE_NAME", "ProbeInstall", "build_probe", "probe_sources"]
+__all__ = ["PROBE_NAME", "ProbeInstall", "build_probe", "pause_resume_problem", "probe_sources"]
 
 PROBE_NAME = "rsprobe"
-_PACKAGE_FILES = ("rsprobe.c", "rsprobe_stream.h", "rsprobe_trace.h")
+_PACKAGE_FILES = ("rsprobe.c", "rsprobe_stream.h", "rsprobe_trace.h", "rsprobe_bufstate.h")
+_PAUSE_FUNCTIONS = ("read_stream_pause", "read_stream_resume")
 _EXTENSION_FILES = ("rsprobe.control", "rsprobe--1.0.sql")
 
 
@@ -49,6 +55,10 @@ class ProbeInstall:
     server_version: str
     traced: bool
     mutant: str | None
+    #: The probe drives ``read_stream_pause()`` / ``read_stream_resume()`` (the server declares them).
+    pause_resume: bool = False
+    #: Why it does not (one line), when it does not.
+    pause_why: str | None = None
 
     @property
     def library(self) -> Path:
@@ -66,6 +76,24 @@ class ProbeInstall:
 def probe_sources() -> dict[str, str]:
     """The probe's C sources as shipped in the package (file name -> text)."""
     return {name: package_text("builds/probe", name) for name in _PACKAGE_FILES}
+
+
+def pause_resume_problem(include_dir: Path) -> str | None:
+    """Why the probe cannot drive ``read_stream_pause()`` / ``read_stream_resume()`` on the server
+    whose headers are in ``include_dir`` (``None`` when its ``storage/read_stream.h`` declares both)."""
+    from .cparse import CParserUnavailable, parse_c
+
+    header = include_dir / "storage" / "read_stream.h"
+    try:
+        declared = parse_c(header.read_text()).prototypes(_PAUSE_FUNCTIONS)
+    except OSError as err:
+        return f"cannot read the server's storage/read_stream.h: {err}"
+    except CParserUnavailable as err:
+        return str(err)
+    lacking = [f for f in _PAUSE_FUNCTIONS if f not in declared]
+    if lacking:
+        return f"the server's storage/read_stream.h declares no {' and no '.join(f + '()' for f in lacking)}"
+    return None
 
 
 def _extension_texts() -> dict[str, str]:
@@ -87,18 +115,24 @@ def build_probe(
     defines: dict[str, str | None] = {}
     if traced_source is not None:
         try:
-            from .traced_copy import traced_copy_sources  # type: ignore[import-not-found, unused-ignore]
-        except ImportError as err:
-            raise CBuildUnavailable(
-                "the traced copy of read_stream.c is not available in this version of "
-                f"pytest-readstream ({err}); run the probe untraced"
-            ) from err
-        try:
             text = Path(traced_source).read_text()
         except OSError as err:
             raise CBuildUnavailable(f"cannot read the read_stream.c to trace: {err}") from err
-        sources.update(traced_copy_sources(text, mutant=mutant))
+        try:
+            bufmgr_h = (headers.include_dir / "storage" / "bufmgr.h").read_text()
+        except OSError as err:
+            raise CBuildUnavailable(f"cannot read the server's storage/bufmgr.h: {err}") from err
+        sources.update(traced_copy_sources(text, bufmgr_h=bufmgr_h, mutant=mutant, version=headers.version))
         defines["RSPROBE_TRACED"] = None
+    pause_why = pause_resume_problem(headers.include_dir)
+    if (
+        pause_why is None
+        and traced_source is not None
+        and "RSPROBE_TRACED_HAS_PAUSE 1" not in sources[TRACED_H]
+    ):
+        pause_why = "the traced read_stream.c defines no read_stream_pause() and read_stream_resume()"
+    if pause_why is None:
+        defines["RSPROBE_HAVE_PAUSE"] = None
     # The extension files go into the cache key too: a changed SQL script is a new install.
     so = build_shared_object(PROBE_NAME, {**sources, **_extension_texts()}, headers=headers, defines=defines)
     directory = so.parent
@@ -111,4 +145,6 @@ def build_probe(
             tmp.write_text(text)
             tmp.chmod(0o644)
             os.replace(tmp, target)
-    return ProbeInstall(directory, headers.version, traced_source is not None, mutant)
+    return ProbeInstall(
+        directory, headers.version, traced_source is not None, mutant, pause_why is None, pause_why
+    )

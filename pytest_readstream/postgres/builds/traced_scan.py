@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ._cbuild import (
+    CBuildUnavailable,
     ServerHeaders,
     build_shared_object,
     package_text,
@@ -44,7 +45,7 @@ __all__ = [
     "trace_header",
 ]
 
-#: ``read_stream_begin_relation`` flags by name (``storage/read_stream.h``, PostgreSQL 18).
+#: ``read_stream_begin_relation`` flags by name (``storage/read_stream.h``, PostgreSQL 18 and later).
 READ_STREAM_FLAGS = {"default": 0x00, "maintenance": 0x01, "sequential": 0x02, "full": 0x04, "batching": 0x08}
 _FUNCTION = "rsp_traced_scan"
 
@@ -61,6 +62,9 @@ class TraceEvent:
     additional_pin_limit: int  # -1: the stream asked for none before this start
     flags: int
     must_wait: bool
+    #: What the call returned where it returns something (``StartReadBuffers``' need to wait as
+    #: 0/1; on 19+ ``WaitReadBuffers``' "needed to wait"); ``None`` for a ``void`` call.
+    returned: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,12 +81,22 @@ def build_traced_scan(
     """Compile the driver with the traced copy of ``source_tree``'s ``read_stream.c`` for ``bindir``'s server.
 
     Raises ``CBuildUnavailable`` (no compiler, no headers, a compile error) or
-    ``TracedCopyError`` (the file is not a v18 ``read_stream.c``, a mutant's edit does not apply),
+    ``TracedCopyError`` (the file is not a stream's source, a mutant's edit does not apply),
     each with one line.
     """
     headers = headers or server_headers(bindir)
-    sources = traced_copy_sources((Path(source_tree) / READ_STREAM_C).read_text(), mutant=mutant)
+    try:
+        bufmgr_h = (headers.include_dir / "storage" / "bufmgr.h").read_text()
+    except OSError as err:
+        raise CBuildUnavailable(f"cannot read the server's storage/bufmgr.h: {err}") from err
+    sources = traced_copy_sources(
+        (Path(source_tree) / READ_STREAM_C).read_text(),
+        bufmgr_h=bufmgr_h,
+        mutant=mutant,
+        version=headers.version,
+    )
     sources["rsprobe_trace.h"] = trace_header()
+    sources["rsprobe_bufstate.h"] = package_text("builds/probe", "rsprobe_bufstate.h")
     sources["rsp_traced_scan.c"] = package_text("builds/traced", "rsp_traced_scan.c")
     return build_shared_object(
         "rsp_traced_scan", sources, headers=headers, extra_cflags=("-fvisibility=hidden",)
@@ -98,7 +112,7 @@ def install_traced_scan(conn: Any, shared_object: Path, *, name: str = _FUNCTION
             "CREATE OR REPLACE FUNCTION {}(rel regclass, first int8, nblocks int8, flags int4, bulkread bool, "
             "hold int4, stop_after int8, reset_after int8) "
             "RETURNS TABLE (kind text, blocknum int8, asked int4, accepted int4, forwarded int4, "
-            "additional_pin_limit int4, flags int4, must_wait bool) "
+            "additional_pin_limit int4, flags int4, must_wait bool, returned int4) "
             "AS {}, 'rsp_traced_scan' LANGUAGE C STRICT VOLATILE"
         ).format(sql.Identifier(name), sql.Literal(str(shared_object)))
     )
@@ -137,7 +151,17 @@ def run_traced_scan(
     reset = -1 if reset_after is None else reset_after
     rows = session.execute(query, (first, nblocks, flags, bulkread, hold, stop, reset))
     return [
-        TraceEvent(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6]), bool(r[7]))
+        TraceEvent(
+            str(r[0]),
+            int(r[1]),
+            int(r[2]),
+            int(r[3]),
+            int(r[4]),
+            int(r[5]),
+            int(r[6]),
+            bool(r[7]),
+            None if r[8] is None else int(r[8]),
+        )
         for r in rows
     ]
 

@@ -63,6 +63,7 @@ from ...protocol import ScanOutcome, ScanRequest
 from ..builds._cbuild import CBuildUnavailable, CCompileFailed, server_headers
 from ..builds.pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
 from ..builds.probe_build import build_probe
+from ..builds.traced_copy import TracedCopyError
 from ..errors import (
     PgNotAvailable,
     PgServerDied,
@@ -119,8 +120,8 @@ _CORRUPT_PAGE = bytes([0xA5]) * _BLCKSZ
 #: Measurements repeated when the WAL flush position moved during a hint-setting scan. The WAL
 #: writer wakes every 10 s at most, so a second flush within a sub-second scan is rare.
 _WAL_FLUSH_RETRIES = 3
-#: Stream capabilities that need a function stock PostgreSQL 18 lacks (its read_stream.h says).
-_STREAM_FUNCTIONS = {"set-strategy": "read_stream_set_strategy", "pause-resume": "read_stream_pause"}
+#: Stream capabilities that need a function no server has yet (its read_stream.h says).
+_STREAM_FUNCTIONS = {"set-strategy": "read_stream_set_strategy"}
 
 
 def server_settings_for(settings: Any) -> ServerSettings:
@@ -129,12 +130,22 @@ def server_settings_for(settings: Any) -> ServerSettings:
     The settings' ``version`` is not a server setting: :meth:`PostgresImplementation.configure`
     checks it against the server's own version.
     """
+    pool = {  # the I/O worker settings of the settings' version (None: that version lacks it)
+        name: getattr(settings, name, None)
+        for name in (
+            "io_workers",
+            "io_min_workers",
+            "io_max_workers",
+            "io_worker_idle_timeout",
+            "io_worker_launch_interval",
+        )
+    }
     return ServerSettings(
         io_method=settings.io_method,
         shared_buffers=settings.shared_buffers,
         io_max_combine_limit=settings.io_max_combine_limit,
-        io_workers=settings.io_workers,
         debug_io_direct=settings.debug_io_direct,
+        **pool,
     )
 
 
@@ -222,7 +233,7 @@ class PostgresImplementation:
     name = "postgres"
     #: What a server can offer; :meth:`capabilities_for` says what this one does.
     offered: frozenset[str] = frozenset(
-        {"scans", "stream-api", "per-buffer-data", "introspection", "fault-injection"}
+        {"scans", "stream-api", "per-buffer-data", "introspection", "pause-resume", "fault-injection"}
     )
     #: Why ``fault-injection`` is not claimed (``None`` when it is).
     fault_injection_unavailable: str | None = None
@@ -324,13 +335,18 @@ class PostgresImplementation:
         caps = {"scans", "stream-api", "per-buffer-data"}
         if self._streams.layout_verified:
             caps.add("introspection")
+        if self._streams.probe.pause_resume:
+            caps.add("pause-resume")
         return frozenset(caps)
 
     def capabilities_for(self, settings: Any) -> frozenset[str]:
         """The capabilities this server really offers: the probe built and loaded (``stream-api``,
-        ``per-buffer-data``) and the stream's layout verified (``introspection``). Stock 18.6 has
-        neither ``read_stream_set_strategy`` nor ``read_stream_pause``: no ``set-strategy``,
-        ``pause-resume``. ``fault-injection`` comes from the read interposer."""
+        ``per-buffer-data``), the stream's own fields read by the accessor generated from the
+        source tree's ``struct ReadStream`` (``introspection``: traced builds only), and
+        ``pause-resume`` where the server's ``storage/read_stream.h`` declares
+        ``read_stream_pause()`` and ``read_stream_resume()`` (19+; the probe drives them). No
+        server has ``read_stream_set_strategy`` (``set-strategy``). ``fault-injection`` comes
+        from the read interposer."""
         self._check_streams()
         return self._stream_capabilities() | self._fault_caps
 
@@ -338,15 +354,25 @@ class PostgresImplementation:
         """Why a capability is missing (one line), when the reason is known."""
         if capability == "fault-injection":
             return self.fault_injection_unavailable
+        if (
+            capability in ("stream-api", "per-buffer-data", "introspection", "pause-resume")
+            and self._stream_problem
+        ):
+            return self._stream_problem
+        if capability == "pause-resume" and self._streams is not None:
+            return self._streams.probe.pause_why
         if capability in _STREAM_FUNCTIONS:
             fn = _STREAM_FUNCTIONS[capability]
             if self._stream_header_declares(fn):
                 return f"the server declares {fn}(), but the probe does not drive it"
-            return f"the server's storage/read_stream.h declares no {fn}() (stock PostgreSQL 18 has none)"
-        if capability in ("stream-api", "per-buffer-data", "introspection") and self._stream_problem:
-            return self._stream_problem
+            return f"the server's storage/read_stream.h declares no {fn}()"
         if capability == "introspection" and self._streams is not None and not self._streams.layout_verified:
-            return "the server's struct ReadStream does not have PostgreSQL 18's layout (checked at run time)"
+            if not self._streams.probe.traced:
+                return (
+                    "the server's struct ReadStream is read from its source tree only: give "
+                    "--readstream-pg-source=DIR or --readstream-pg-fetch-source"
+                )
+            return self._streams.layout_why or "the server's stream fails the traced copy's sanity check"
         return None
 
     def harness_problem(self, capability: str) -> str | None:
@@ -387,7 +413,7 @@ class PostgresImplementation:
             )
             streams = RemoteStreams(self, probe)
             streams.verify_layout()
-        except (CBuildUnavailable, PgSourceUnavailable) as err:
+        except (CBuildUnavailable, PgSourceUnavailable, TracedCopyError) as err:
             self._stream_problem = f"the probe extension cannot be built: {err}"
             if isinstance(err, CCompileFailed) or self.source.wanted:
                 # A compiler and headers were there (or the server's own source was asked for):

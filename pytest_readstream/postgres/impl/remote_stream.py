@@ -54,6 +54,7 @@ __all__ = ["RemoteStreams", "RemoteStream", "ServerObservation", "StreamUnavaila
 
 _INVALID_BUFFER = -1
 _INVALID_BLOCK = 0xFFFFFFFF  # InvalidBlockNumber
+_PAUSED = -2  # the probe's callback log: read_stream_pause() was called and returned
 _INT16_MAX = 32767
 _RELSEG_SIZE = 131072  # blocks of a 1 GiB segment
 _BLCKSZ_KB = 8
@@ -173,6 +174,8 @@ class RemoteStreams:
         self._serial = 0
         self.calls = 0
         self.layout_verified: bool | None = None
+        #: Why the stream's state is not read (the probe's rsp_info), when it is not.
+        self.layout_why: str | None = None
         # The test's storage faults as read-interposer rules on the mirrored tables, and the
         # requests they matched during the last call.
         self.faults = StreamFaults(impl)
@@ -274,15 +277,24 @@ class RemoteStreams:
         self._txn = None
 
     def verify_layout(self) -> bool:
-        """Begin a one-block stream and see whether its layout is PostgreSQL 18's."""
+        """Begin a one-block stream and see whether the accessor generated from the source
+        tree's ``struct ReadStream`` reads it (its sanity checks hold)."""
         table = self._table(1, 0)
         conn, _ = self._sessions()
         with self.impl.server._guard("verifying the stream layout"):
             conn.execute("ROLLBACK")
             conn.execute("BEGIN")
         try:
+            with self.impl.server._guard("probe call rsp_info"):
+                row = conn.execute("SELECT rsp_info()").fetchone()
+            info = json.loads(row[0]) if row is not None else {}
             rep = self.call("rsp_begin", table.oid, 0, 0, None, None, False, [0])
             self.layout_verified = bool(rep.raw.get("layout_verified"))
+            if not self.layout_verified:
+                self.layout_why = str(info.get("layout_why") or "") or (
+                    "the server's stream fails the sanity check of the accessor generated from its "
+                    "source tree's struct ReadStream"
+                )
             self.call("rsp_end", int(rep.raw["id"]), [])
         finally:
             self.rollback()
@@ -445,8 +457,10 @@ class RemoteStreams:
                 "the server's callback hands out a planned list of blocks; this callback computes "
                 "them on the fly (readstream_conformance.BlockSource without fn= plans them)"
             )
-        if getattr(callback, "pause_at", None):
-            raise StreamUnavailable("PostgreSQL 18 has no read_stream_pause (capability 'pause-resume')")
+        if getattr(callback, "pause_at", None) and not self.probe.pause_resume:
+            raise StreamUnavailable(
+                f"the probe cannot pause this server's stream: {self.probe.pause_why} (capability 'pause-resume')"
+            )
         self.impl.configure(backend.settings)
         # Only a server that runs io_uring (a build with liburing) gets here with it.
         why_not_io = self.faults.why_not_io_method(
@@ -499,6 +513,7 @@ class RemoteStreams:
         self.take_requests()  # the staged reads' requests are not the stream's (rsp_begin reads nothing)
         stream = RemoteStream(self, txn, rel, table, callback, private, rep, per_buffer_data, len(planned))
         stream._fixed_plan = fixed is not None
+        stream._send_pauses()
         if self._ledger_rule is not None:
             stream.observation.read_from_ledger(self._ledger_rule, {*self.foreign.pids, self._other_pid})
         return stream
@@ -586,6 +601,8 @@ class RemoteStream:
         self._fixed_plan = False  # block_range_read_stream_cb: the whole range was sent at the start
         self._failed = False  # a call raised an ERROR: the server's transaction is aborted
         self._requests: list[Any] = []  # the interposer's ledger entries of the last call
+        self._pauses_sent: set[int] = set()  # the callback's pause positions the probe has
+        self._mirror_paused = False  # the harness's callback called pause() while mirrored
         self.ended = False
         self.observation = ServerObservation(streams, txn, rel, table)
         self.observation.absorb(report)
@@ -653,13 +670,39 @@ class RemoteStream:
                 raise mapped from err
             raise
 
-    # -- introspection (only where the probe verified the stream's layout) --------------
+    def pause(self) -> int:
+        """``read_stream_pause`` called by the harness's callback as it mirrors the server's.
+
+        The server's callback already paused the stream at this position (the probe calls the
+        server's ``read_stream_pause()`` there); the mirror only returns its result."""
+        self._mirror_paused = True
+        return _INVALID_BLOCK
+
+    def resume(self) -> None:
+        """``read_stream_resume`` after the callback paused."""
+        self._send_plan()
+        rep = self._call("rsp_resume", self._id, self.observation.take_releases())
+        self._after(rep)
+
+    # -- introspection (the fields of the version's own struct ReadStream) ---------------
+    @property
+    def state(self) -> dict[str, Any] | None:
+        """The server stream's fields after the last call, under the names its version's
+        ``struct ReadStream`` declares (18: ``distance``; 19+: ``readahead_distance``,
+        ``combine_distance``, ``distance_decay_holdoff``, ``resume_*``), with ``buffers``,
+        ``forwarded`` and ``in_flight``; ``None`` when unknown."""
+        return self.observation.last_stream
+
     def _field(self, name: str) -> int:
         state = self.observation.last_stream
         if state is None:
             raise PgHarnessError(
-                f"the server stream's {name} is unknown: its struct ReadStream fails the layout check "
-                "after this call (a counter outside its bounds: a broken stream, or not PostgreSQL 18's layout)"
+                f"the server stream's {name} is unknown: its struct ReadStream fails the sanity check "
+                "after this call (a counter outside its bounds: a broken stream), or it is not read here"
+            )
+        if name not in state:
+            raise AttributeError(
+                f"this server's struct ReadStream has no {name} (its fields: {', '.join(state)})"
             )
         return int(state[name])
 
@@ -673,14 +716,40 @@ class RemoteStream:
 
     @property
     def distance(self) -> int:
+        """The look-ahead distance: 18's ``distance``, 19+'s read-ahead distance."""
+        state = self.observation.last_stream
+        if state is not None and "distance" not in state and "readahead_distance" in state:
+            return self._field("readahead_distance")
         return self._field("distance")
 
     @property
     def io_combine_limit(self) -> int:
         return self._field("io_combine_limit")
 
+    def __getattr__(self, name: str) -> Any:
+        # Any other field of the version's struct (combine_distance, distance_decay_holdoff, ...).
+        if name.startswith("_"):
+            raise AttributeError(name)
+        state = self.__dict__.get("observation")
+        last = getattr(state, "last_stream", None)
+        if isinstance(last, dict) and name in last and not isinstance(last[name], list):
+            return last[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
     # -- internals ------------------------------------------------------------------------
+    def _send_pauses(self) -> None:
+        """The harness callback's pause positions not sent yet, in the probe's count of blocks
+        produced (the probe's plan starts at the callback's position when the stream began)."""
+        pause_at = getattr(self._callback, "pause_at", None)
+        if not pause_at:
+            return
+        new = sorted(p for p in pause_at if p not in self._pauses_sent and p >= self._sent_from)
+        if new:
+            self._streams.call("rsp_pause_at", self._id, [p - self._sent_from for p in new])
+            self._pauses_sent.update(new)
+
     def _send_plan(self) -> None:
+        self._send_pauses()
         if self._fixed_plan:
             return
         blocks = self._callback.blocks
@@ -704,7 +773,20 @@ class RemoteStream:
     def _after(self, rep: ProbeReport) -> None:
         # The harness's callback sees each call the server's callback received, in order.
         for block in rep.callback:
+            self._mirror_paused = False
             got = self._callback(self, self._private)
+            if block == _PAUSED or self._mirror_paused:
+                if block != _PAUSED or not self._mirror_paused or got != _INVALID_BLOCK:
+                    raise PgHarnessError(
+                        "the server's callback "
+                        + ("paused the stream" if block == _PAUSED else f"handed out {block}")
+                        + " where the harness's callback "
+                        + ("paused it" if self._mirror_paused else f"gave {got}")
+                        + ": the pause positions sent to the probe are out of step"
+                    )
+                # Used up on the server too: the same position may be planned again later.
+                self._pauses_sent.discard(self._sent_from + self._produced)
+                continue
             if self._per_buffer_data and isinstance(got, tuple):
                 got_block, token = got
             else:
@@ -843,7 +925,10 @@ class ServerObservation:
         # waits for its I/Os in the order it started them.
         obs = self._observer
         fork_name = _main_fork_name()
-        for kind, buf, blocknum, asked, accepted, forwarded, additional, _flags, must_wait in trace:
+        for event in trace:
+            # [kind, buffer, block, asked, accepted, forwarded, additional limit, flags, must_wait,
+            # returned]: the last is what the call returned (None for a void call).
+            kind, buf, blocknum, asked, accepted, forwarded, additional, _flags, must_wait = event[:9]
             buf, blocknum, accepted = int(buf), int(blocknum), int(accepted)
             if kind == 1:
                 self._keys += 1

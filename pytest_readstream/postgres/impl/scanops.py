@@ -18,6 +18,8 @@ pgstattuple(_approx)       ``SELECT * FROM pgstattuple(_approx)('t')``          
 pgstatindex, pgstathash..  ``SELECT * FROM pgstatindex('t_btree')`` ...           unstreamed
 pg_prewarm(_read/_prefetch) ``SELECT pg_prewarm('t', mode, fork, first, last)``  streamed /
                                                                                   unstreamed
+pg_visibility_rel, ..      ``SELECT count(*) ... FROM pg_visibility('t')`` ...    streamed /
+                                                                                  unstreamed
 verify_heapam              ``SELECT count(*) FROM verify_heapam('t', ...)``       streamed
 bt_index_check             ``SELECT bt_index_check('t_btree', heapallindexed)``   unstreamed
 cursor                     ``DECLARE c SCROLL CURSOR FOR SELECT 1 FROM t``, then  streamed
@@ -58,6 +60,7 @@ from .relbuild import BuiltRelation, UnsupportedLayout
 
 __all__ = [
     "SERVER_VARIANTS",
+    "server_variant",
     "NOT_OFFERED",
     "ServerOp",
     "OpContext",
@@ -84,10 +87,30 @@ SERVER_VARIANTS: dict[str, str] = {
     "pg_prewarm": "streamed",
     "pg_prewarm_read": "unstreamed",
     "pg_prewarm_prefetch": "unstreamed",
+    "pg_visibility_rel": "streamed",
+    "pg_visibility_map_rel": "unstreamed",
+    "pg_visibility_map_summary": "unstreamed",
+    "pg_check_visible": "streamed",
+    "pg_check_frozen": "streamed",
     "verify_heapam": "streamed",
     "bt_index_check": "unstreamed",
     "cursor": "streamed",
 }
+
+
+def server_variant(scan: str, version: str = "18") -> str:
+    """The variant a stock server of ``version`` (``"18"``, ``"19"``, ``"20devel"``/``"master"``)
+    runs for ``scan``: the model's ``native_variant`` (what that version's source does), for the
+    scans a server is offered. ``SERVER_VARIANTS`` is this table for 18."""
+    from reference_impl.scans import native_variant
+
+    if scan not in SERVER_VARIANTS:
+        raise UnsupportedLayout(
+            f"scan {scan!r} is not offered on a server: "
+            f"{NOT_OFFERED.get(scan, 'unknown to the server implementation')}"
+        )
+    return native_variant(scan, version)
+
 
 #: Scans of the model a server cannot run on their own, and why.
 NOT_OFFERED: dict[str, str] = {
@@ -97,6 +120,14 @@ NOT_OFFERED: dict[str, str] = {
     "log_newpage_range": "log_newpage_range has no SQL entry point for one relation",
     "createdb_wal_log": "CREATE DATABASE copies a whole template database, not one relation",
     "data_checksums": "online data-checksum enabling exists only in the development branch",
+    "autoprewarm": "autoprewarm reloads its dump in a background worker at server start, "
+    "not in the measured session",
+    "spgvacuumscan": "an SP-GiST bulk delete only runs inside VACUUM",
+    "ginvacuum": "a GIN bulk delete only runs inside VACUUM",
+    "brinvacuumcleanup": "a BRIN cleanup only runs inside VACUUM",
+    "blbulkdelete": "a bloom bulk delete only runs inside VACUUM",
+    "blgetbitmap": "a bloom index scan feeds a bitmap heap scan whose heap pages (the matching "
+    "signatures, false positives included) the model does not compute",
 }
 
 
@@ -186,6 +217,17 @@ def _unsupported(scan: str, param: str, value: Any, why: str) -> UnsupportedLayo
     return UnsupportedLayout(f"scan {scan!r}: parameter {param} = {value!r} cannot be run on a server: {why}")
 
 
+def _refuse_explain_io(scan: str, p: dict[str, Any]) -> None:
+    """``explain_io`` (19's ``EXPLAIN (ANALYZE, IO)``): not run on a server by these operations yet."""
+    if p.get("explain_io"):
+        raise _unsupported(
+            scan,
+            "explain_io",
+            True,
+            "the server operations do not run EXPLAIN (ANALYZE, IO) and read its IOStats back yet",
+        )
+
+
 def _tid_answer(rows: list[tuple[Any, ...]], extra: dict[str, Any] | None = None) -> dict[str, Any]:
     tids = _ctids(rows)
     n, digest = tid_digest(tids)
@@ -205,6 +247,7 @@ def _float_literal(x: float) -> sql.Composable:
 
 # ------------------------------------------------------------------------------ heap scans
 def _seqscan(p: dict[str, Any]) -> ServerOp:
+    _refuse_explain_io("seqscan", p)
     if p.get("sync_location") is not None:
         raise _unsupported(
             "seqscan", "sync_location", p["sync_location"], "the sync-scan table cannot be set from SQL"
@@ -310,6 +353,8 @@ def _rollback(s: PgSession) -> None:
 
 
 def _tidrangescan(p: dict[str, Any]) -> ServerOp:
+    _refuse_explain_io("tidrangescan", p)
+
     def run(ctx: OpContext) -> dict[str, Any]:
         lo = f"({int(p.get('start_block', 0))},{int(p.get('start_offset', 1))})"
         cond = sql.SQL("ctid >= {}::tid").format(sql.Literal(lo))
@@ -397,6 +442,7 @@ def _index_prep(kind: str) -> Callable[[OpContext], None]:
 
 
 def _index_heap_scan(scan: str, p: dict[str, Any]) -> ServerOp:
+    _refuse_explain_io(scan, p)
     bitmap = scan == "bitmapscan"
     planner = {
         "enable_seqscan": False,
@@ -505,7 +551,14 @@ _VACUUM_BOOLS = (
 )
 
 
-def _vacuum(p: dict[str, Any]) -> ServerOp:
+def _vacuum(p: dict[str, Any], version: str = "18") -> ServerOp:
+    if p.get("failsafe_at_check") is not None:
+        raise _unsupported(
+            "vacuum",
+            "failsafe_at_check",
+            p["failsafe_at_check"],
+            "a server's failsafe engages from the table's relfrozenxid age, which the builder does not set",
+        )
     for name in ("eager_first_region_end", "dead_items_max"):
         if p.get(name) is not None:
             why = (
@@ -514,9 +567,17 @@ def _vacuum(p: dict[str, Any]) -> ServerOp:
                 else "the dead-TID store's capacity is maintenance_work_mem bytes, not a TID count"
             )
             raise _unsupported("vacuum", name, p[name], why)
-    if p.get("hash_stream"):
+    from reference_impl.versions import VERSIONS, canonical_version
+
+    streams_hash = VERSIONS.index(canonical_version(version)) >= VERSIONS.index("19")
+    if p.get("hash_stream") is not None and bool(p["hash_stream"]) != streams_hash:
         raise _unsupported(
-            "vacuum", "hash_stream", True, "PostgreSQL 18 reads hash buckets one page at a time"
+            "vacuum",
+            "hash_stream",
+            p["hash_stream"],
+            "PostgreSQL 18 reads hash buckets one page at a time"
+            if not streams_hash
+            else f"PostgreSQL {version} streams the hash bucket pages",
         )
     # PARALLEL 0: with two indexes above min_parallel_index_scan_size VACUUM vacuums them in
     # parallel workers, other backends whose reads the measured session does not see (a
@@ -700,8 +761,25 @@ def _bt_index_check(p: dict[str, Any]) -> ServerOp:
     return ServerOp("bt_index_check", run, prep=prep if cached else None, fresh=not cached, target="btree")
 
 
-def server_op(scan: str, params: dict[str, Any]) -> ServerOp:
-    """The server operation of ``scan`` with ``params`` (:class:`UnsupportedLayout` if impossible)."""
+def _pg_visibility(scan: str) -> ServerOp:
+    """``contrib/pg_visibility``: the same counts the model answers."""
+    queries = {
+        "pg_visibility_rel": "SELECT count(*) AS blocks, count(*) FILTER (WHERE all_visible) AS all_visible, "
+        "count(*) FILTER (WHERE all_frozen) AS all_frozen, count(*) FILTER (WHERE pd_all_visible) "
+        "AS pd_all_visible FROM pg_visibility({}::regclass)",
+        "pg_visibility_map_rel": "SELECT count(*) AS blocks, count(*) FILTER (WHERE all_visible) AS all_visible, "
+        "count(*) FILTER (WHERE all_frozen) AS all_frozen FROM pg_visibility_map({}::regclass)",
+        "pg_visibility_map_summary": "SELECT * FROM pg_visibility_map_summary({}::regclass)",
+        "pg_check_visible": "SELECT count(*) AS corrupt_items FROM pg_check_visible({}::regclass)",
+        "pg_check_frozen": "SELECT count(*) AS corrupt_items FROM pg_check_frozen({}::regclass)",
+    }
+    query = queries[scan]
+    return ServerOp(scan, _function_row(lambda c: sql.SQL(query).format(sql.Literal(c.built.table))))
+
+
+def server_op(scan: str, params: dict[str, Any], version: str = "18") -> ServerOp:
+    """The server operation of ``scan`` with ``params`` on a server of ``version``
+    (:class:`UnsupportedLayout` if impossible)."""
     if scan in NOT_OFFERED:
         raise UnsupportedLayout(f"scan {scan!r} is not offered on a server: {NOT_OFFERED[scan]}")
     if scan == "seqscan":
@@ -715,11 +793,13 @@ def server_op(scan: str, params: dict[str, Any]) -> ServerOp:
     if scan == "analyze":
         return _analyze(params)
     if scan == "vacuum":
-        return _vacuum(params)
+        return _vacuum(params, version)
     if scan in ("pgstattuple", "pgstattuple_approx", "pgstatindex", "pgstathashindex"):
         return _pgstat(scan, params)
     if scan.startswith("pg_prewarm"):
         return _prewarm(scan, params)
+    if scan.startswith(("pg_visibility", "pg_check_")):
+        return _pg_visibility(scan)
     if scan == "verify_heapam":
         return _verify_heapam(params)
     if scan == "bt_index_check":

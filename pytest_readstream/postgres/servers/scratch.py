@@ -42,6 +42,9 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
     "tsm_system_time",
     "amcheck",
     "pageinspect",
+    "pg_visibility",
+    "bloom",
+    "btree_gin",
 )
 _REQUIRED_EXTENSIONS = ("pg_buffercache", "pg_prewarm")
 

@@ -41,6 +41,8 @@ __all__ = ["WORKER_POOL_VERSION_NUM", "ServerSettings", "SessionSettings", "Sett
 #: The first ``server_version_num`` with ``io_min_workers`` / ``io_max_workers`` instead of
 #: ``io_workers`` (PostgreSQL 19's ``method_worker.c``).
 WORKER_POOL_VERSION_NUM = 190000
+#: The GUCs of 19's self-sizing I/O worker pool (``guc_parameters.dat``, all ``PGC_SIGHUP``).
+_POOL_GUCS = ("io_min_workers", "io_max_workers", "io_worker_idle_timeout", "io_worker_launch_interval")
 
 _IO_METHODS = ("sync", "worker", "io_uring")
 _DIRECT_IO_FLAGS = ("data", "wal", "wal_init")
@@ -84,6 +86,8 @@ class ServerSettings:
     debug_io_direct: str | None = None
     io_min_workers: int | None = None
     io_max_workers: int | None = None
+    io_worker_idle_timeout: int | None = None  # ms, 19+
+    io_worker_launch_interval: int | None = None  # ms, 19+
 
     def __post_init__(self) -> None:
         if self.io_method is not None and self.io_method not in _IO_METHODS:
@@ -95,6 +99,8 @@ class ServerSettings:
         _check_int("io_workers", self.io_workers, 1, 32)
         _check_int("io_min_workers", self.io_min_workers, 1, 32)
         _check_int("io_max_workers", self.io_max_workers, 1, 32)
+        _check_int("io_worker_idle_timeout (ms)", self.io_worker_idle_timeout, 0, _INT_MAX)
+        _check_int("io_worker_launch_interval (ms)", self.io_worker_launch_interval, 0, _INT_MAX)
         if self.io_workers is not None:
             for name in ("io_min_workers", "io_max_workers"):
                 other = getattr(self, name)
@@ -135,14 +141,15 @@ class ServerSettings:
         out = self.to_gucs()
         pool = version_num >= WORKER_POOL_VERSION_NUM
         if not pool:
-            for name in ("io_min_workers", "io_max_workers"):
+            for name in _POOL_GUCS:
                 if name in out:
                     raise SettingNotOnVersion(
                         name,
                         out[name],
                         version_num,
-                        "PostgreSQL 18 has a fixed pool of io_workers; io_min_workers and "
-                        "io_max_workers exist from 19 on",
+                        "PostgreSQL 18 has a fixed pool of io_workers; io_min_workers, "
+                        "io_max_workers, io_worker_idle_timeout and io_worker_launch_interval "
+                        "exist from 19 on",
                     )
             return out
         workers = out.pop("io_workers", None)
@@ -155,7 +162,7 @@ class ServerSettings:
         """The GUCs :meth:`for_server` may write for a server of ``version_num``."""
         base = ("io_method", "shared_buffers", "io_max_combine_limit", "debug_io_direct")
         if version_num >= WORKER_POOL_VERSION_NUM:
-            return (*base, "io_min_workers", "io_max_workers")
+            return (*base, *_POOL_GUCS)
         return (*base, "io_workers")
 
     @classmethod

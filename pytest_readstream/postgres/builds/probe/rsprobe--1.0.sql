@@ -4,7 +4,8 @@
 CREATE FUNCTION rsp_info() RETURNS text AS 'MODULE_PATHNAME', 'rsp_info' LANGUAGE C VOLATILE;
 CREATE FUNCTION rsp_begin(rel regclass, fork int4, flags int4, strategy text, ring_kb int4,
                           per_buffer_data bool, blocks int8[],
-                          range_first int8 DEFAULT NULL, range_end int8 DEFAULT NULL)
+                          range_first int8 DEFAULT NULL, range_end int8 DEFAULT NULL,
+                          own bool DEFAULT false)
     RETURNS text AS 'MODULE_PATHNAME', 'rsp_begin' LANGUAGE C VOLATILE;
 CREATE FUNCTION rsp_plan(id int4, blocks int8[]) RETURNS text
     AS 'MODULE_PATHNAME', 'rsp_plan' LANGUAGE C VOLATILE STRICT;
@@ -24,3 +25,7 @@ CREATE FUNCTION rsp_extend(rel regclass, nblocks int8) RETURNS text
     AS 'MODULE_PATHNAME', 'rsp_extend' LANGUAGE C VOLATILE STRICT;
 CREATE FUNCTION rsp_pins(rel regclass, first int8, last int8) RETURNS int8
     AS 'MODULE_PATHNAME', 'rsp_pins' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_pause_at(id int4, positions int8[]) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_pause_at' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_resume(id int4, release int4[]) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_resume' LANGUAGE C VOLATILE STRICT;

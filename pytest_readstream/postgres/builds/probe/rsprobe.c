@@ -20,10 +20,18 @@
  * own state where its layout is verified (below), and, when built against the traced copy
  * (-DRSPROBE_TRACED), every StartReadBuffers/WaitReadBuffers the stream made during the call.
  *
- * struct ReadStream is private to read_stream.c.  Its PostgreSQL 18 field order is mirrored here
- * and trusted only after a check at run time that the fields we can predict hold what they must
- * (our callback and private pointer, the per-buffer data size, queue_size = max_pinned_buffers +
- * 1, counters inside their bounds); otherwise the stream's state is reported as unknown.
+ * struct ReadStream is private to read_stream.c.  The probe reads it only when it is built with
+ * the traced copy (-DRSPROBE_TRACED): the copy is compiled from the server's own read_stream.c,
+ * and the builder generates inside it an accessor, rsp_traced_stream_json(), that writes the
+ * struct's fields under the names that version declares (18: distance; 19+: readahead_distance,
+ * combine_distance, distance_decay_holdoff, resume_*), after a run-time sanity check (our
+ * callback and private pointer, the per-buffer data size, queue_size = max_pinned_buffers + 1,
+ * indexes inside their bounds).  The struct is the server's too, so the accessor reads the
+ * server's own streams (rsp_begin's "own") as well.  Untraced, the stream's state is unknown.
+ *
+ * Where the server's read_stream.c defines read_stream_pause() and read_stream_resume() (19+),
+ * the callback pauses the stream at the positions the harness planned (rsp_pause_at), and
+ * rsp_resume resumes it.
  */
 #include "postgres.h"
 
@@ -34,7 +42,6 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/smgr.h"
@@ -44,6 +51,7 @@
 #include "utils/rel.h"
 #include "utils/resowner.h"
 
+#include "rsprobe_bufstate.h"
 #include "rsprobe_stream.h"
 #ifdef RSPROBE_TRACED
 #include "rsprobe_trace.h"
@@ -70,52 +78,12 @@ typedef struct RspStream
 	int64		produced;		/* blocks handed out so far (the per-buffer data) */
 	bool		use_range;		/* hand out range through the server's block_range_read_stream_cb */
 	BlockRangeReadStreamPrivate range;
+	int64	   *pauses;			/* positions (blocks produced) at which the callback pauses */
+	int			npauses;
+	int			pause_cap;
+	bool		own;			/* the server's own read_stream.c, not the traced copy */
 	bool		ended;
 } RspStream;
-
-/*
- * PostgreSQL 18's struct ReadStream, field for field, used only after rsp_layout_ok() said the
- * running server's stream matches it.
- */
-typedef struct RspInProgressIO18
-{
-	int16		buffer_index;
-	ReadBuffersOperation op;
-} RspInProgressIO18;
-
-typedef struct RspReadStream18
-{
-	int16		max_ios;
-	int16		io_combine_limit;
-	int16		ios_in_progress;
-	int16		queue_size;
-	int16		max_pinned_buffers;
-	int16		forwarded_buffers;
-	int16		pinned_buffers;
-	int16		distance;
-	int16		initialized_buffers;
-	int			read_buffers_flags;
-	bool		sync_mode;
-	bool		batch_mode;
-	bool		advice_enabled;
-	bool		temporary;
-	BlockNumber buffered_blocknum;
-	ReadStreamBlockNumberCB callback;
-	void	   *callback_private_data;
-	BlockNumber seq_blocknum;
-	BlockNumber seq_until_processed;
-	BlockNumber pending_read_blocknum;
-	int16		pending_read_nblocks;
-	size_t		per_buffer_data_size;
-	void	   *per_buffer_data;
-	RspInProgressIO18 *ios;
-	int16		oldest_io_index;
-	int16		next_io_index;
-	bool		fast_path;
-	int16		oldest_buffer_index;
-	int16		next_buffer_index;
-	Buffer		buffers[FLEXIBLE_ARRAY_MEMBER];
-} RspReadStream18;
 
 static RspStream *rsp_streams[RSP_MAX_STREAMS];
 static int	rsp_next_id = 1;
@@ -145,6 +113,8 @@ PG_FUNCTION_INFO_V1(rsp_release);
 PG_FUNCTION_INFO_V1(rsp_state);
 PG_FUNCTION_INFO_V1(rsp_extend);
 PG_FUNCTION_INFO_V1(rsp_pins);
+PG_FUNCTION_INFO_V1(rsp_pause_at);
+PG_FUNCTION_INFO_V1(rsp_resume);
 
 /* The end of a transaction frees the streams' memory and drops their pins: forget them. */
 static void
@@ -216,10 +186,23 @@ rsp_callback(ReadStream *stream, void *private_data, void *per_buffer_data)
 	RspStream  *st = (RspStream *) private_data;
 	BlockNumber b;
 
+	for (int i = 0; i < st->npauses; i++)
+		if (st->pauses[i] == st->produced)
+		{
+			/* Paused here once: the position is used up, as the harness's callback does. */
+			st->pauses[i] = st->pauses[--st->npauses];
+			rsp_cblog_add(-2);
+#if RSP_HAVE_PAUSE
+			return st->own ? read_stream_pause(stream) : RSP_PAUSE(stream);
+#else
+			ereport(ERROR, (errmsg("rsprobe: this server's read_stream.c has no read_stream_pause()")));
+#endif
+		}
 	if (st->use_range)
 	{
 		/* The server's own callback decides; the probe only records what it handed out. */
-		b = RSP_BLOCK_RANGE_CB(stream, &st->range, NULL);
+		b = st->own ? block_range_read_stream_cb(stream, &st->range, NULL)
+			: RSP_BLOCK_RANGE_CB(stream, &st->range, NULL);
 		if (b == InvalidBlockNumber)
 		{
 			rsp_cblog_add(-1);
@@ -313,79 +296,37 @@ rsp_lookup(int id)
 	pg_unreachable();
 }
 
-/* Does the running server's stream look like PostgreSQL 18's struct ReadStream? */
+/*
+ * The stream's own fields as JSON, read by the accessor generated inside the traced copy from
+ * the server's struct ReadStream (null when the sanity checks fail, or untraced).
+ */
 static bool
-rsp_layout_ok(RspStream *st)
+rsp_stream_json(StringInfo s, RspStream *st)
 {
-#if PG_VERSION_NUM >= 180000 && PG_VERSION_NUM < 190000
-	const RspReadStream18 *l = (const RspReadStream18 *) st->stream;
-
+#ifdef RSPROBE_TRACED
 	if (st->stream == NULL || st->ended)
+	{
+		appendStringInfoString(s, "null");
 		return false;
-	return l->callback == rsp_callback &&
-		l->callback_private_data == (void *) st &&
-		l->per_buffer_data_size == st->pbd_size &&
-		(st->pbd_size == 0) == (l->per_buffer_data == NULL) &&
-		l->max_pinned_buffers >= 1 &&
-		l->queue_size == l->max_pinned_buffers + 1 &&
-		l->io_combine_limit >= 1 && l->io_combine_limit <= io_combine_limit &&
-		l->max_ios >= 1 &&
-		l->ios_in_progress >= 0 && l->ios_in_progress <= l->max_ios &&
-		l->pinned_buffers >= 0 && l->pinned_buffers <= l->max_pinned_buffers &&
-		l->forwarded_buffers >= 0 && l->forwarded_buffers <= l->io_combine_limit &&
-		l->distance >= 0 &&
-		l->oldest_buffer_index >= 0 && l->oldest_buffer_index < l->queue_size &&
-		l->next_buffer_index >= 0 && l->next_buffer_index < l->queue_size &&
-		l->oldest_io_index >= 0 && l->oldest_io_index < l->max_ios &&
-		l->ios != NULL;
+	}
+	return rsp_traced_stream_json(st->stream, s, rsp_callback, st, st->pbd_size);
 #else
+	appendStringInfoString(s, "null");
 	return false;
 #endif
 }
 
-static void
-rsp_stream_json(StringInfo s, RspStream *st)
+/* Whether the accessor reads this stream (its sanity checks hold). */
+static bool
+rsp_layout_ok(RspStream *st)
 {
-#if PG_VERSION_NUM >= 180000 && PG_VERSION_NUM < 190000
-	const RspReadStream18 *l = (const RspReadStream18 *) st->stream;
+	StringInfoData tmp;
+	bool		ok;
 
-	if (!rsp_layout_ok(st))
-	{
-		appendStringInfoString(s, "null");
-		return;
-	}
-	appendStringInfo(s,
-					 "{\"max_ios\":%d,\"io_combine_limit\":%d,\"ios_in_progress\":%d,"
-					 "\"max_pinned_buffers\":%d,\"pinned_buffers\":%d,\"forwarded_buffers\":%d,"
-					 "\"distance\":%d,\"fast_path\":%s,\"buffers\":[",
-					 l->max_ios, l->io_combine_limit, l->ios_in_progress,
-					 l->max_pinned_buffers, l->pinned_buffers, l->forwarded_buffers,
-					 l->distance, l->fast_path ? "true" : "false");
-	for (int i = 0; i < l->pinned_buffers; i++)
-	{
-		int			idx = (l->oldest_buffer_index + i) % l->queue_size;
-
-		appendStringInfo(s, "%s%d", i ? "," : "", l->buffers[idx]);
-	}
-	appendStringInfoString(s, "],\"forwarded\":[");
-	for (int i = 0; i < l->forwarded_buffers; i++)
-	{
-		int			idx = (l->next_buffer_index + i) % l->queue_size;
-
-		appendStringInfo(s, "%s%d", i ? "," : "", l->buffers[idx]);
-	}
-	appendStringInfoString(s, "],\"in_flight\":[");
-	for (int i = 0; i < l->ios_in_progress; i++)
-	{
-		int			idx = (l->oldest_io_index + i) % l->max_ios;
-
-		appendStringInfo(s, "%s[%u,%d]", i ? "," : "",
-						 l->ios[idx].op.blocknum, l->ios[idx].op.nblocks);
-	}
-	appendStringInfoString(s, "]}");
-#else
-	appendStringInfoString(s, "null");
-#endif
+	initStringInfo(&tmp);
+	ok = rsp_stream_json(&tmp, st);
+	pfree(tmp.data);
+	return ok;
 }
 
 static void
@@ -397,10 +338,17 @@ rsp_trace_json(StringInfo s)
 
 	appendStringInfoChar(s, '[');
 	for (int i = 0; i < n; i++)
-		appendStringInfo(s, "%s[%d,%d,%u,%d,%d,%d,%d,%d,%s]", i ? "," : "",
+	{
+		appendStringInfo(s, "%s[%d,%d,%u,%d,%d,%d,%d,%d,%s,", i ? "," : "",
 						 ev[i].kind, ev[i].buffer, ev[i].blocknum, ev[i].nblocks_asked,
 						 ev[i].nblocks_accepted, ev[i].forwarded, ev[i].additional_pin_limit,
 						 ev[i].flags, ev[i].must_wait ? "true" : "false");
+		/* What the call returned, where it returns something (else null). */
+		if (ev[i].has_result)
+			appendStringInfo(s, "%d]", ev[i].result);
+		else
+			appendStringInfoString(s, "null]");
+	}
 	appendStringInfoChar(s, ']');
 	rsp_trace_clear();
 #else
@@ -418,15 +366,15 @@ rsp_rel_pins_json(StringInfo s, Relation rel, ForkNumber fork)
 	for (int i = 0; i < NBuffers; i++)
 	{
 		BufferDesc *desc = GetBufferDescriptor(i);
-		uint32		state = pg_atomic_read_u32(&desc->state);
+		uint64		state = RSP_BUF_STATE(desc);
 
-		if (BUF_STATE_GET_REFCOUNT(state) == 0)
+		if (RSP_BUF_REFCOUNT(state) == 0)
 			continue;
 		if (!BufTagMatchesRelFileLocator(&desc->tag, &rel->rd_locator) ||
 			BufTagGetForkNum(&desc->tag) != fork)
 			continue;
 		appendStringInfo(s, "%s[%d,%u,%u]", first ? "" : ",", i + 1, desc->tag.blockNum,
-						 BUF_STATE_GET_REFCOUNT(state));
+						 RSP_BUF_REFCOUNT(state));
 		first = false;
 	}
 	appendStringInfoChar(s, ']');
@@ -484,18 +432,28 @@ rsp_info(PG_FUNCTION_ARGS)
 	StringInfoData s;
 
 	initStringInfo(&s);
-	appendStringInfo(&s, "{\"version_num\":%d,\"traced\":%s,\"layout\":\"%s\",\"nbuffers\":%d,"
+	/*
+	 * layout: "source" when the stream's state is read by the accessor generated from the
+	 * server's own struct ReadStream (traced builds), else "none", with the reason.
+	 */
+	appendStringInfo(&s, "{\"version_num\":%d,\"traced\":%s,\"layout\":\"%s\",\"layout_why\":\"%s\","
+					 "\"pause_resume\":%s,\"mutant\":\"%s\",\"nbuffers\":%d,"
 					 "\"io_combine_limit\":%d,\"pin_limit\":%u,\"additional_pin_limit\":%u}",
 					 PG_VERSION_NUM,
 #ifdef RSPROBE_TRACED
 					 "true",
+					 RSPROBE_TRACED_STATE ? "source" : "none",
+					 RSPROBE_TRACED_STATE_WHY,
 #else
 					 "false",
-#endif
-#if PG_VERSION_NUM >= 180000 && PG_VERSION_NUM < 190000
-					 "18",
-#else
 					 "none",
+					 "the probe runs untraced: struct ReadStream is known only from a source tree",
+#endif
+					 RSP_HAVE_PAUSE ? "true" : "false",
+#ifdef RSPROBE_TRACED
+					 RSPROBE_TRACED_MUTANT,
+#else
+					 "",
 #endif
 					 NBuffers, io_combine_limit, GetPinLimit(), GetAdditionalPinLimit());
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(s.data, s.len));
@@ -513,7 +471,7 @@ rsp_begin(PG_FUNCTION_ARGS)
 	ResourceOwner oldowner;
 	StringInfoData s;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(5))
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(5) || PG_ARGISNULL(9))
 		ereport(ERROR, (errmsg("rsprobe: rsp_begin needs rel, fork, flags and per_buffer_data")));
 	rsp_setup();
 	relid = PG_GETARG_OID(0);
@@ -564,9 +522,15 @@ rsp_begin(PG_FUNCTION_ARGS)
 		st->range.current_blocknum = (BlockNumber) first;
 		st->range.last_exclusive = (BlockNumber) end;
 	}
+	/* own: the server's compiled read_stream.c even in a traced build (its state is read alike). */
+	st->own = PG_GETARG_BOOL(9);
 	rsp_streams[slot] = st;
-	st->stream = RSP_BEGIN_RELATION(flags, st->strategy, st->rel, st->fork,
-									rsp_callback, st, st->pbd_size);
+	if (st->own)
+		st->stream = read_stream_begin_relation(flags, st->strategy, st->rel, st->fork,
+												rsp_callback, st, st->pbd_size);
+	else
+		st->stream = RSP_BEGIN_RELATION(flags, st->strategy, st->rel, st->fork,
+										rsp_callback, st, st->pbd_size);
 
 	CurrentResourceOwner = oldowner;
 	MemoryContextSwitchTo(oldcxt);
@@ -607,13 +571,14 @@ rsp_next(PG_FUNCTION_ARGS)
 	rsp_release_array(PG_GETARG_ARRAYTYPE_P(1));
 	oldowner = CurrentResourceOwner;
 	CurrentResourceOwner = TopTransactionResourceOwner;
-	buf = RSP_NEXT_BUFFER(st->stream, st->pbd_size ? &pbd : NULL);
+	buf = st->own ? read_stream_next_buffer(st->stream, st->pbd_size ? &pbd : NULL)
+		: RSP_NEXT_BUFFER(st->stream, st->pbd_size ? &pbd : NULL);
 
 	initStringInfo(&s);
 	if (BufferIsValid(buf))
 	{
 		BufferDesc *desc = GetBufferDescriptor(buf - 1);
-		uint32		state = pg_atomic_read_u32(&desc->state);
+		uint64		state = RSP_BUF_STATE(desc);
 		int64		data = -1;
 
 		const char *page = (const char *) BufferGetPage(buf);
@@ -633,7 +598,7 @@ rsp_next(PG_FUNCTION_ARGS)
 						 buf, desc->tag.blockNum, (int) BufTagGetForkNum(&desc->tag),
 						 BufTagMatchesRelFileLocator(&desc->tag, &st->rel->rd_locator) ? "true" : "false",
 						 (state & BM_VALID) ? "true" : "false", (long long) data,
-						 BUF_STATE_GET_REFCOUNT(state), zero_page ? "true" : "false");
+						 RSP_BUF_REFCOUNT(state), zero_page ? "true" : "false");
 		/* The caller's pin: held until the consumer releases it (rsp_release or the next call). */
 		rsp_held_add(buf);
 	}
@@ -657,7 +622,10 @@ rsp_reset(PG_FUNCTION_ARGS)
 	rsp_release_array(PG_GETARG_ARRAYTYPE_P(1));
 	oldowner = CurrentResourceOwner;
 	CurrentResourceOwner = TopTransactionResourceOwner;
-	RSP_RESET(st->stream);
+	if (st->own)
+		read_stream_reset(st->stream);
+	else
+		RSP_RESET(st->stream);
 	CurrentResourceOwner = oldowner;
 	initStringInfo(&s);
 	appendStringInfoString(&s, "{\"reset\":true");
@@ -678,12 +646,79 @@ rsp_end(PG_FUNCTION_ARGS)
 	rsp_release_array(PG_GETARG_ARRAYTYPE_P(1));
 	oldowner = CurrentResourceOwner;
 	CurrentResourceOwner = TopTransactionResourceOwner;
-	RSP_END(st->stream);
+	if (st->own)
+		read_stream_end(st->stream);
+	else
+		RSP_END(st->stream);
 	st->stream = NULL;
 	st->ended = true;
 	CurrentResourceOwner = oldowner;
 	initStringInfo(&s);
 	appendStringInfoString(&s, "{\"ended\":true");
+	PG_RETURN_TEXT_P(rsp_finish(&s, st));
+}
+
+/*
+ * More positions (counts of blocks the callback has produced) at which the callback pauses the
+ * stream: it calls read_stream_pause() and returns its result instead of a block, once per
+ * position, as the harness's callback does (conformance's BlockSource.pause_at).
+ */
+Datum
+rsp_pause_at(PG_FUNCTION_ARGS)
+{
+	RspStream  *st;
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	StringInfoData s;
+
+	rsp_setup();
+	st = rsp_lookup(PG_GETARG_INT32(0));
+	if (!RSP_HAVE_PAUSE)
+		ereport(ERROR, (errmsg("rsprobe: this server's read_stream.c has no read_stream_pause()")));
+	arr = PG_GETARG_ARRAYTYPE_P(1);
+	deconstruct_array(arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+	{
+		int64		v = nulls[i] ? -1 : DatumGetInt64(elems[i]);
+
+		if (v < st->produced)
+			ereport(ERROR,
+					(errmsg("rsprobe: pause position %lld is behind the %lld blocks produced",
+							(long long) v, (long long) st->produced)));
+		st->pauses = rsp_reserve(st->pauses, st->npauses, &st->pause_cap, sizeof(int64), 8,
+								 TopTransactionContext);
+		st->pauses[st->npauses++] = v;
+	}
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"pauses\":%d", st->npauses);
+	PG_RETURN_TEXT_P(rsp_finish(&s, st));
+}
+
+/* read_stream_resume() after the callback paused the stream. */
+Datum
+rsp_resume(PG_FUNCTION_ARGS)
+{
+	RspStream  *st;
+	StringInfoData s;
+
+	rsp_setup();
+	st = rsp_lookup(PG_GETARG_INT32(0));
+	if (st->ended)
+		ereport(ERROR, (errmsg("rsprobe: stream %d has ended", st->id)));
+	rsp_release_array(PG_GETARG_ARRAYTYPE_P(1));
+#if RSP_HAVE_PAUSE
+	if (st->own)
+		read_stream_resume(st->stream);
+	else
+		RSP_RESUME(st->stream);
+#else
+	ereport(ERROR, (errmsg("rsprobe: this server's read_stream.c has no read_stream_resume()")));
+#endif
+	initStringInfo(&s);
+	appendStringInfoString(&s, "{\"resumed\":true");
 	PG_RETURN_TEXT_P(rsp_finish(&s, st));
 }
 
@@ -793,16 +828,16 @@ rsp_pins(PG_FUNCTION_ARGS)
 	for (int i = 0; i < NBuffers; i++)
 	{
 		BufferDesc *desc = GetBufferDescriptor(i);
-		uint32		state = pg_atomic_read_u32(&desc->state);
+		uint64		state = RSP_BUF_STATE(desc);
 
-		if (!(state & BM_TAG_VALID) || BUF_STATE_GET_REFCOUNT(state) == 0)
+		if (!(state & BM_TAG_VALID) || RSP_BUF_REFCOUNT(state) == 0)
 			continue;
 		if (!BufTagMatchesRelFileLocator(&desc->tag, &rel->rd_locator) ||
 			BufTagGetForkNum(&desc->tag) != MAIN_FORKNUM)
 			continue;
 		if ((int64) desc->tag.blockNum < first || (int64) desc->tag.blockNum > last)
 			continue;
-		pins += BUF_STATE_GET_REFCOUNT(state);
+		pins += RSP_BUF_REFCOUNT(state);
 	}
 	relation_close(rel, AccessShareLock);
 	PG_RETURN_INT64(pins);

@@ -16,6 +16,8 @@ typedef struct RspTraceEvent {
     int32 additional_pin_limit; /* last GetAdditionalPinLimit() the stream got before this start (-1 if none) */
     int32 flags;              /* READ_BUFFERS_* flags passed */
     bool  must_wait;          /* StartReadBuffers' result; for WAIT events: true */
+    bool  has_result;         /* the call returned a value (a WAIT: once it returned; void: never) */
+    int32 result;             /* what it returned, as its bufmgr.h declares it (bool: 0 or 1) */
 } RspTraceEvent;
 extern void rsp_trace_clear(void);
 extern int rsp_trace_count(void);

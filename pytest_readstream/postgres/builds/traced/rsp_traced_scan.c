@@ -10,7 +10,10 @@
  * rsp_traced_scan(rel regclass, first int8, nblocks int8, flags int4, bulkread bool,
  *                 hold int4, stop_after int8, reset_after int8)
  *   RETURNS TABLE (kind text, blocknum int8, asked int4, accepted int4, forwarded int4,
- *                  additional_pin_limit int4, flags int4, must_wait bool)
+ *                  additional_pin_limit int4, flags int4, must_wait bool, returned int4)
+ *
+ * returned: what the call returned where it returns something (StartReadBuffers' bool; on 19+
+ * also WaitReadBuffers' "needed to wait"), else NULL.
  *
  * hold: the consumer keeps the last "hold" returned buffers pinned (pins held elsewhere shrink
  * the stream's budget). stop_after >= 0: end the stream after that many buffers (end must
@@ -28,12 +31,13 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "storage/read_stream.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
+#include "utils/tuplestore.h"
 
+#include "rsprobe_bufstate.h"
 #include "rsprobe_trace.h"
 #include "rsprobe_traced.h"
 
@@ -50,9 +54,9 @@ rsp_pinned_buffers(Relation rel)
 	for (int i = 0; i < NBuffers; i++)
 	{
 		BufferDesc *desc = GetBufferDescriptor(i);
-		uint32		state = pg_atomic_read_u32(&desc->state);
+		uint64		state = RSP_BUF_STATE(desc);
 
-		if (BUF_STATE_GET_REFCOUNT(state) > 0 &&
+		if (RSP_BUF_REFCOUNT(state) > 0 &&
 			BufTagMatchesRelFileLocator(&desc->tag, &rel->rd_locator) &&
 			BufTagGetForkNum(&desc->tag) == MAIN_FORKNUM)
 			pinned++;
@@ -71,7 +75,7 @@ rsp_check_returned(Buffer buf, int64 due)
 		ereport(ERROR,
 				(errmsg("the stream returned block %u where block %lld was due",
 						got, (long long) due)));
-	if ((pg_atomic_read_u32(&desc->state) & BM_VALID) == 0)
+	if ((RSP_BUF_STATE(desc) & BM_VALID) == 0)
 		ereport(ERROR,
 				(errmsg("the stream returned block %u before its read completed (buffer not valid)",
 						got)));
@@ -176,8 +180,8 @@ rsp_traced_scan(PG_FUNCTION_ARGS)
 	ev = rsp_trace_events();
 	for (int i = 0; i < n; i++)
 	{
-		Datum		values[8];
-		bool		nulls[8] = {0};
+		Datum		values[9];
+		bool		nulls[9] = {0};
 
 		values[0] = CStringGetTextDatum(ev[i].kind == RSP_EV_START ? "start" : "wait");
 		values[1] = Int64GetDatum((int64) ev[i].blocknum);
@@ -187,6 +191,8 @@ rsp_traced_scan(PG_FUNCTION_ARGS)
 		values[5] = Int32GetDatum(ev[i].additional_pin_limit);
 		values[6] = Int32GetDatum(ev[i].flags);
 		values[7] = BoolGetDatum(ev[i].must_wait);
+		values[8] = Int32GetDatum(ev[i].result);
+		nulls[8] = !ev[i].has_result;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	rsp_trace_clear();
