@@ -119,8 +119,13 @@ def test_settings_are_split_as_postgresql_splits_them() -> None:
     assert gucs["io_combine_limit"] == "32" and gucs["effective_io_concurrency"] == "0"
     assert gucs["synchronize_seqscans"] == "off" and gucs["vacuum_buffer_usage_limit"] == "256"
     assert gucs["enable_seqscan"] == "off" and gucs["max_parallel_workers_per_gather"] == "0"
-    # The version is not a server setting: the implementation checks it against its server.
-    assert server_settings_for(Settings(version="master")) == server_settings_for(Settings())
+    # The version is not a server setting (the implementation checks it against its server), but
+    # it decides the I/O worker settings: 18's fixed pool, 19's self-sizing one.
+    old, new = server_settings_for(Settings()), server_settings_for(Settings(version="master"))
+    assert (old.io_workers, old.io_min_workers, old.io_max_workers) == (3, None, None)
+    assert (new.io_workers, new.io_min_workers, new.io_max_workers) == (None, 2, 8)
+    assert (new.io_worker_idle_timeout, new.io_worker_launch_interval) == (60000, 100)
+    assert new.for_server(200000)["io_max_workers"] == "8" and "io_workers" not in new.for_server(200000)
 
 
 def test_a_server_is_judged_by_the_model_of_its_version() -> None:
