@@ -216,6 +216,26 @@ def _check_server_options(config: pytest.Config, opts: ReadstreamOptions, impl: 
         raise pytest.UsageError(problem)
 
 
+def _version_expectations(opts: ReadstreamOptions, impl: Any) -> ReadstreamOptions:
+    """With no expectations file given, a PostgreSQL server's known failures are those of its
+    version: the shipped ``postgresql-<model version>`` file (``postgresql-19``,
+    ``postgresql-20devel``, ...), when there is one."""
+    if opts.xfails is not None or opts.impl != "postgres":
+        return opts
+    try:
+        version = getattr(impl, "model_version", None)
+    except Exception:  # a server that cannot say: the tests report that themselves
+        return opts
+    if not isinstance(version, str):
+        return opts
+    from dataclasses import replace
+
+    from .xfails import shipped_expectations
+
+    shipped = shipped_expectations(f"postgresql-{version}")
+    return replace(opts, xfails=shipped, xfails_auto=True) if shipped is not None else opts
+
+
 def _setup_hypothesis(config: pytest.Config, opts: ReadstreamOptions, state: _State) -> None:
     profile = getattr(config.option, "hypothesis_profile", None)
     if not profile and "hypothesis" not in sys.modules:
@@ -266,6 +286,8 @@ def pytest_configure(config: pytest.Config) -> None:
     is_worker = hasattr(config, "workerinput")
     impl = _load(config, opts)
     _check_server_options(config, opts, impl, is_worker)
+    opts = _version_expectations(opts, impl)
+    config.stash[OPTIONS_KEY] = opts
     config.stash[IMPL_KEY] = impl
     state = _State(options=opts, implementation=impl, is_worker=is_worker)
     if opts.xfails is not None:
@@ -346,6 +368,8 @@ def pytest_collection_modifyitems(
     from .xfails import ReadstreamXfailsWarning, apply_xfails
 
     unused = apply_xfails(items, state.xfails, opts.xfails, as_skips=opts.xfails_as_skips)
+    if opts.xfails_auto:
+        unused = []  # a run of some of the suite, or of one's own tests: nothing to fix there
     for entry in unused:
         # Point the warning at the line of the expectations file, where the fix is.
         warnings.warn_explicit(
