@@ -2,8 +2,10 @@
 
 ``pytest_readstream.mutants.run_kill_matrix`` loads it with ``-p
 readstream_conformance._killmatrix`` and reads the JSON file named by the environment variable
-``READSTREAM_KILLMATRIX_OUT``: ``{node id: "passed" | "failed" | "self-check" | "skipped"}``. A test
-counts as failed when any of its phases failed (an error in set-up or teardown included). A test
+``READSTREAM_KILLMATRIX_OUT``: ``{node id: "passed" | "failed" | "self-check" | "harness-error" |
+"skipped"}``. A test counts as failed when any of its phases failed (an error in set-up or teardown
+included), unless the harness itself failed it (``harness-error``: the server did not start, the
+probe did not build; ``pytest_readstream.harness_errors``), which is never a kill. A test
 whose only failures are the reference model's own internal checks (``InvariantViolation``,
 ``ModelUsageError`` raised inside the model) is ``self-check``: the model caught the bug, not the
 suite, and an implementation under test has no such checks. Under xdist the controller receives
@@ -22,6 +24,8 @@ import pytest
 _ENV = "READSTREAM_KILLMATRIX_OUT"
 _SELF_CHECK_ERRORS = ("InvariantViolation", "ModelUsageError")
 _outcomes: dict[str, str] = {}
+# node id -> "the harness could not ..." (written beside the outcomes, as PATH.harness.json)
+_harness: dict[str, str] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -29,7 +33,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if hasattr(report, "wasxfail"):
         _outcomes[nodeid] = "xfailed" if report.skipped else "xpassed"
     elif report.failed:
-        if _is_self_check(report):
+        lines = [str(v) for name, v in report.user_properties if name == "readstream_harness_error"]
+        if lines:
+            _outcomes[nodeid] = "harness-error"
+            _harness.setdefault(nodeid, lines[0])
+        elif _outcomes.get(nodeid) == "harness-error":
+            pass
+        elif _is_self_check(report):
             _outcomes.setdefault(nodeid, "self-check")
         else:
             _outcomes[nodeid] = "failed"
@@ -58,3 +68,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(_outcomes, indent=1, sort_keys=True))
     tmp.replace(path)
+    if _harness:
+        side = path.with_name(path.name + ".harness.json")
+        side.write_text(json.dumps(_harness, indent=1, sort_keys=True))

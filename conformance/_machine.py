@@ -174,7 +174,11 @@ def scenarios(draw: Any) -> Scenario:
 def fit_scenario(scenario: Scenario, impl: Any) -> Scenario:
     """``scenario`` without the features ``impl`` lacks (master settings, per-buffer data, pauses)."""
     settings = default_settings(**scenario.settings)  # type: ignore[arg-type]
-    if settings.version != "18" and not has_capability(impl, settings, "pause-resume"):
+    native = getattr(impl, "model_version", None)
+    if isinstance(native, str):
+        # A PostgreSQL server runs the model of its own version only.
+        settings = settings.replace(version=native)
+    elif settings.version != "18" and not has_capability(impl, settings, "pause-resume"):
         settings = settings.replace(version="18")
     fitted = dataclasses.replace(scenario, settings=settings)
     if not has_capability(impl, settings, "per-buffer-data"):

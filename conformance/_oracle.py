@@ -23,6 +23,7 @@ __all__ = [
     "max_proportional_pins",
     "additional_pin_limit",
     "bulkread_threshold",
+    "native_settings",
     "default_ring_kb",
     "ring_buffers",
     "strategy_pin_limit",
@@ -144,3 +145,14 @@ def stream_max_pinned_buffers(
     mp = min(mp, strategy_limit)
     mp = min(mp, max_proportional_pins(settings))
     return max(1, mp)
+
+
+def native_settings(impl: Any, **changes: Any) -> Any:
+    """``Settings(**changes)`` of the model version that judges ``impl``: a PostgreSQL server's own
+    version (its ``model_version``), the ``Settings`` default for other implementations. A test
+    that builds its settings itself uses this, so a 19 or master server is held to its own model."""
+    from reference_impl import Settings
+
+    version = getattr(impl, "model_version", None)
+    base = Settings(version=version) if isinstance(version, str) else Settings()
+    return base.replace(**changes)

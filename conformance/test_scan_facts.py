@@ -34,10 +34,11 @@ from typing import Any
 import pytest
 
 from pytest_readstream.protocol import ScanOutcome, ScanRequest
-from reference_impl import RELSEG_SIZE, Settings
+from reference_impl import RELSEG_SIZE
 from reference_impl.relations.spec import RelationSpec
 
 from . import _oracle
+from ._oracle import native_settings
 
 pytestmark = pytest.mark.readstream_requires("scans")
 
@@ -223,7 +224,7 @@ def test_bulkread_ring_only_above_a_quarter_of_shared_buffers(
     """A sequential scan of more than ``NBuffers / 4`` blocks reads through a BULKREAD ring; one
     of exactly ``NBuffers / 4`` blocks reads without a strategy (``initscan``:
     ``rs_nblocks > NBuffers / 4``)."""
-    settings = Settings(shared_buffers=1024, synchronize_seqscans=False)
+    settings = native_settings(readstream_impl, shared_buffers=1024, synchronize_seqscans=False)
     nblocks = _oracle.bulkread_threshold(settings) + extra_blocks
     spec = RelationSpec(name="t", nblocks=nblocks, tuples_per_page=1, seed=3)
     want = "bulkread" if extra_blocks else "normal"
@@ -249,7 +250,7 @@ def test_bulkread_ring_has_getaccessstrategys_size(readstream_impl: Any, gucs: d
     size being ``GetAccessStrategy``'s (``freelist.c``: ``Min(Max(256 kB, GetPinLimit() × 8 kB),
     256 kB + 8 kB × io_combine_limit × effective_io_concurrency)``, at most ``NBuffers / 8``).
     The settings keep the stream's pins well below the ring, so no page escapes it."""
-    settings = Settings(synchronize_seqscans=False, **gucs)
+    settings = native_settings(readstream_impl, synchronize_seqscans=False, **gucs)
     ring = _oracle.ring_buffers("bulkread", None, settings)
     nblocks = _oracle.bulkread_threshold(settings) + 200
     spec = RelationSpec(name="t", nblocks=nblocks, tuples_per_page=1, seed=3)
@@ -270,7 +271,7 @@ def test_pg_prewarm_buffer_mode_reads_every_block_without_a_ring(readstream_impl
     """``pg_prewarm(t, 'buffer')`` reads every block of a table larger than ``NBuffers / 4`` into
     shared buffers with no ring (``pg_prewarm``: no strategy), so all of it stays resident:
     context ``normal`` only, each block read once."""
-    settings = Settings(shared_buffers=1024)
+    settings = native_settings(readstream_impl, shared_buffers=1024)
     nblocks = _oracle.bulkread_threshold(settings) + 40
     spec = RelationSpec(name="t", nblocks=nblocks, tuples_per_page=1, seed=3)
     for variant, out in _runs(readstream_impl, "pg_prewarm", relation=spec, settings=settings):
@@ -295,7 +296,7 @@ def test_pg_prewarm_reads_are_cut_at_a_segment_boundary(readstream_impl: Any) ->
         "pg_prewarm",
         relation=spec,
         params={"first_block": first, "last_block": last},
-        settings=Settings(io_method="sync"),
+        settings=native_settings(readstream_impl, io_method="sync"),
     ):
         if not out.read_ranges:
             pytest.skip("the implementation reports no read ranges (ScanOutcome.read_ranges)")

@@ -23,6 +23,8 @@ from pytest_readstream.protocol import ScanOutcome, ScanRequest
 from reference_impl import Fault, FaultPlan, Settings
 from reference_impl.relations.spec import RelationSpec
 
+from ._oracle import native_settings
+
 pytestmark = pytest.mark.readstream_requires("scans", "fault-injection")
 
 _METHODS = ["sync", "worker"]
@@ -46,7 +48,7 @@ def _seqscan(impl: Any, settings: Settings, faults: FaultPlan | None) -> ScanOut
 @pytest.mark.parametrize("block", [0, 37, _NBLOCKS - 1])
 def test_eio_during_a_scan_is_an_error_naming_its_read(readstream_impl: Any, method: str, block: int) -> None:
     plan = FaultPlan([Fault("eio", relation="t", block=block, times=None)])
-    out = _seqscan(readstream_impl, Settings(io_method=method), plan)
+    out = _seqscan(readstream_impl, native_settings(readstream_impl, io_method=method), plan)
     assert out.error is not None, "the scan of a relation with an unreadable block succeeded"
     match = _READ_ERROR.search(out.error)
     assert match is not None, f"not a read error: {out.error}"
@@ -66,7 +68,7 @@ def test_short_read_during_a_scan_is_completed(readstream_impl: Any, method: str
     the second of the first (``early``) or last (``later``) multi-block read of a clean scan when
     the implementation reports its reads, else block 5 or 21 (inside PostgreSQL 18's [3-6] and
     [15-30] at ``io_combine_limit`` 16)."""
-    settings = Settings(io_method=method, io_combine_limit=16)
+    settings = native_settings(readstream_impl, io_method=method, io_combine_limit=16)
     clean = _seqscan(readstream_impl, settings, None)
     multi = [(start, n) for start, n in clean.read_ranges if n > 1]
     if multi:
@@ -90,7 +92,7 @@ def test_short_read_during_a_scan_is_completed(readstream_impl: Any, method: str
 @pytest.mark.readstream_invariant("faults", "MUST")
 @pytest.mark.parametrize("method", _METHODS)
 def test_latency_spike_delays_a_scan_and_changes_nothing_else(readstream_impl: Any, method: str) -> None:
-    settings = Settings(io_method=method)
+    settings = native_settings(readstream_impl, io_method=method)
     clean = _seqscan(readstream_impl, settings, None)
     plan = FaultPlan([Fault("latency", relation="t", block=3, extra_us=20_000)])
     out = _seqscan(readstream_impl, settings, plan)

@@ -28,6 +28,7 @@ from reference_impl import Settings
 from reference_impl.relations.spec import IndexSpec, RelationSpec
 
 from . import _oracle
+from ._oracle import native_settings
 
 pytestmark = pytest.mark.readstream_requires("scans")
 
@@ -247,7 +248,7 @@ def test_rescan_that_adds_a_strategy_reads_through_the_ring(readstream_impl: Any
         "streamed",
         relation=RelationSpec(name="t", nblocks=200, seed=3),
         params={"passes": 2, "rescan_nblocks": 900, "rescan_fix": True},
-        settings=Settings(shared_buffers=1024, io_method=io_method),
+        settings=native_settings(readstream_impl, shared_buffers=1024, io_method=io_method),
     )
     io = out.extra.get("io")
     if not io:
@@ -275,7 +276,7 @@ def test_rescan_that_removes_a_strategy_never_uses_the_freed_one(
         "streamed",
         relation=RelationSpec(name="t", nblocks=900, seed=3),
         params={"passes": 2, "rescan_nblocks": 200, "rescan_fix": True},
-        settings=Settings(shared_buffers=1024, io_method=io_method),
+        settings=native_settings(readstream_impl, shared_buffers=1024, io_method=io_method),
     )
     assert out.error is None, f"{out.error}{_own_code_note(out)}"
     assert out.pinned_after == 0

@@ -15,7 +15,8 @@ Subcommands::
     readstream compare  --base BINDIR --patch BINDIR [--base-source DIR] [--patch-source DIR]
                         [--base-mutant NAME] [--patch-mutant NAME] [--scan NAME ...] [--repeat N]
                         [--json PATH]
-    readstream pg-build [--pg-version X.Y] [--no-cassert] [--no-injection-points] [--jobs N] [--check]
+    readstream pg-build [--pg-version X.Y | --source DIR | --build-dir DIR] [--no-cassert]
+                        [--no-injection-points] [--jobs N] [--check]
     readstream scans    (list every scan and its parameters)
     readstream devices  (list device profiles)
 
@@ -314,6 +315,22 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
     return 0 if matrix["all_killed"] and matrix["reference_clean"] else 1
 
 
+def _check_c_build_bindir(bindir: str) -> None:
+    """A build the C mutants compile against: its programs and headers, or one line (exit 2)."""
+    from .postgres.builds._cbuild import CBuildUnavailable, server_headers
+    from .postgres.errors import PgNotAvailable
+    from .postgres.servers.server import build_bindir
+
+    try:
+        server_headers(build_bindir(bindir))
+    except CBuildUnavailable as err:
+        raise CliError(
+            f"--pg-bindir {bindir}: {err}; the C mutants are compiled against its headers"
+        ) from None
+    except PgNotAvailable as err:
+        raise CliError(f"--pg-bindir {bindir}: {err}") from None
+
+
 def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
     try:
         from .mutants import format_kill_matrix
@@ -333,6 +350,8 @@ def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if args.pg_source and not Path(args.pg_source).is_dir():
         raise CliError(f"--pg-source {args.pg_source}: not a directory")
     server_args = []
+    if args.pg_bindir:
+        _check_c_build_bindir(args.pg_bindir)  # its programs and headers, one line each
     # The tree (fetched once here) and the server's bufmgr.h: each mutant is checked against them.
     from .postgres import PgHarnessError
     from .postgres.builds._cbuild import server_headers
@@ -362,6 +381,17 @@ def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if "output_tail" in ref:
         print(ref["output_tail"].strip().splitlines()[-1], file=sys.stderr)
     _write_json(args.json, matrix)
+    from .harness_errors import main_harness_error
+
+    harness = main_harness_error(ref.get("harness_error_lines") or [])
+    if harness is not None:
+        line, n, _total = harness
+        # The unmutated copy could not be run: no mutant is judged, and that is no verdict.
+        print(
+            f"readstream mutants: ERROR: {line} ({n} tests of the unmutated copy; no mutant judged)",
+            file=sys.stderr,
+        )
+        return 2
     return 0 if matrix["all_killed"] and matrix["reference_clean"] else 1
 
 
@@ -679,12 +709,24 @@ def _cmd_pg_build(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(
         prog="readstream pg-build",
         description=(
-            "Build PostgreSQL from its source (Debian's upstream tarball, fetched and cached) with "
-            "liburing, assertions and injection points, into the harness's cache; print its bin/ "
-            "directory. pytest --readstream-pg-build uses the default build."
+            "Build PostgreSQL with liburing, assertions and injection points into the harness's "
+            "cache and print its bin/ directory: a release (Debian's upstream tarball, fetched and "
+            "cached), or a source tree of your own (--source: an extracted tarball or a checkout of "
+            "18.x, 19.x or master) or its meson build directory (--build-dir). A tree is built once "
+            "per content and rebuilt incrementally. pytest --readstream-pg-build uses the default build."
         ),
+        epilog="exit status: 0 built (or already built); 1 --check found no build; 2 refused or failed (one line)",
     )
     p.add_argument("--pg-version", default=None, help="the release to build (default: 18.6)")
+    p.add_argument(
+        "--source", metavar="DIR", default=None, help="a PostgreSQL source tree to build (18.x, 19.x, master)"
+    )
+    p.add_argument(
+        "--build-dir",
+        metavar="DIR",
+        default=None,
+        help="an existing meson build directory of the tree: built as configured, never reconfigured",
+    )
     p.add_argument("--no-cassert", action="store_true", help="without assertions (-Dcassert=false)")
     p.add_argument(
         "--no-injection-points",
@@ -703,6 +745,9 @@ def _cmd_pg_build(argv: Sequence[str]) -> int:
         ensure_build,
         find_build,
     )
+
+    if args.source or args.build_dir:
+        return _pg_build_tree(args)
 
     try:
         options = BuildOptions(
@@ -727,8 +772,7 @@ def _cmd_pg_build(argv: Sequence[str]) -> int:
             options, progress=lambda line: print(f"readstream pg-build: {line}", file=sys.stderr)
         )
     except PgBuildUnavailable as err:
-        print(f"readstream pg-build: {err}", file=sys.stderr)
-        return 1
+        raise CliError(str(err)) from None
     print(build.bindir)
     print(
         f"readstream pg-build: {build.describe()}; built in {build.seconds / 60:.1f} min. Use it with "
@@ -738,6 +782,39 @@ def _cmd_pg_build(argv: Sequence[str]) -> int:
             and options.version == DEFAULT_VERSION
             else f"pytest --readstream-impl=postgres --readstream-pg-bindir={build.bindir}"
         ),
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _pg_build_tree(args: argparse.Namespace) -> int:
+    """``readstream pg-build --source DIR`` / ``--build-dir DIR``: a tree of one's own (pgtree)."""
+    from .postgres.builds.pgbuild import BuildOptions, PgBuildUnavailable
+    from .postgres.builds.pgtree import build_tree
+
+    if args.pg_version:
+        raise CliError(
+            "--pg-version names a release to fetch; with --source or --build-dir the tree says its version"
+        )
+    if args.check:
+        raise CliError(
+            "--check applies to the fetched releases; a tree is looked up by building it (a no-op when built)"
+        )
+    try:
+        result = build_tree(
+            Path(args.source) if args.source else None,
+            BuildOptions(
+                cassert=not args.no_cassert, injection_points=not args.no_injection_points, jobs=args.jobs
+            ),
+            build_dir=Path(args.build_dir) if args.build_dir else None,
+            progress=lambda line: print(f"readstream pg-build: {line}", file=sys.stderr),
+        )
+    except PgBuildUnavailable as err:
+        raise CliError(str(err)) from None
+    print(result.build.bindir)
+    print(
+        f"readstream pg-build: {result.describe()}. Use it with pytest --readstream-impl=postgres "
+        f"--readstream-pg-bindir={result.build.bindir} --readstream-pg-source={result.build.source}",
         file=sys.stderr,
     )
     return 0

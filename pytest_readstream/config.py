@@ -69,6 +69,8 @@ class ReadstreamOptions:
     announce_report: bool = True
     failures: str = "condensed"
     model_version: str | None = None
+    #: ``xfails`` was chosen by the server's version, not given (its unmatched lines are no news).
+    xfails_auto: bool = False
 
     @property
     def seed_given(self) -> bool:

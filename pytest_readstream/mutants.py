@@ -792,9 +792,9 @@ def run_kill_matrix(
         per_mode: dict[str, Any] = {}
         for mode in modes:
             res = run_suite(impl_spec(name, mode), args, timeout_s, mode)
+            baseline = out["reference_modes"][mode] if include_reference else None
             per_mode[mode] = {
-                "killed": bool(res["failed"]),
-                "killing_tests": res["failed"],
+                **judge(res, baseline),
                 "self_check_failures": res["self_check_failures"],
                 "exit_code": res["exit_code"],
                 "passed": res["passed"],
@@ -810,7 +810,8 @@ def run_kill_matrix(
         for m in out["mutants"].values()
     )
     out["reference_clean"] = (not include_reference) or all(
-        not r["failed"] and r["exit_code"] == 0 for r in out["reference_modes"].values()
+        not r["failed"] and not r.get("harness_errors") and r["exit_code"] == 0
+        for r in out["reference_modes"].values()
     )
     if json_path is not None:
         path = Path(json_path)
@@ -848,8 +849,11 @@ def run_suite(impl: str, args: list[str], timeout_s: float, mode: str = "suite")
         env.pop("READSTREAM_IMPL", None)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
         outcomes: dict[str, str] = json.loads(record.read_text()) if record.exists() else {}
+        side = record.with_name(record.name + ".harness.json")
+        harness_lines: dict[str, str] = json.loads(side.read_text()) if side.exists() else {}
     failed = sorted(k for k, v in outcomes.items() if v == "failed")
     self_checks = sorted(k for k, v in outcomes.items() if v == "self-check")
+    harness = sorted(k for k, v in outcomes.items() if v == "harness-error")
     if mode == "suite":
         # As the suite runs today: a failure is a failure, whoever raised it.
         failed = sorted(failed + self_checks)
@@ -860,11 +864,42 @@ def run_suite(impl: str, args: list[str], timeout_s: float, mode: str = "suite")
         "self_check_failures": self_checks,
         "passed": sum(1 for v in outcomes.values() if v == "passed"),
         "skipped": sum(1 for v in outcomes.values() if v == "skipped"),
+        "passed_tests": sorted(k for k, v in outcomes.items() if v == "passed"),
+        "harness_errors": harness,
+        "harness_error_lines": [harness_lines[k] for k in harness if k in harness_lines],
     }
     if proc.returncode not in (0, 1) or not outcomes:
         # Usage errors, internal errors or nothing collected: keep the tail for the report.
         result["output_tail"] = (proc.stdout + proc.stderr)[-4000:]
     return result
+
+
+def judge(res: dict[str, Any], reference: dict[str, Any] | None) -> dict[str, Any]:
+    """A mutant's run judged against the unmutated run of the same matrix.
+
+    A mutant is killed only by tests that *passed* on the unmutated implementation in the same
+    run (``reference``): a test that failed there, or that the harness could not run (a harness
+    error, :mod:`pytest_readstream.harness_errors`), shows nothing about the mutant. When the
+    unmutated run failed or hit harness errors and no such test kills the mutant, it is ``not
+    judged`` rather than SURVIVED. Without a reference run every failure counts (the old rule).
+    """
+    failed = list(res["failed"])
+    if reference is None:
+        killing, unjudged = failed, []
+    else:
+        passed = set(reference.get("passed_tests", ()))
+        killing = [t for t in failed if t in passed]
+        unjudged = [t for t in failed if t not in passed]
+    ref_bad = reference is not None and (
+        bool(reference["failed"]) or bool(reference.get("harness_errors")) or reference["passed"] == 0
+    )
+    return {
+        "killed": bool(killing),
+        "killing_tests": killing,
+        "not_judged": not killing and (ref_bad or bool(res.get("harness_errors"))),
+        "unjudged_failures": unjudged,
+        "harness_errors": list(res.get("harness_errors", ())),
+    }
 
 
 def format_kill_matrix(result: dict[str, Any], *, examples: int = 3, reference: str = "reference") -> str:
@@ -886,6 +921,8 @@ def format_kill_matrix(result: dict[str, Any], *, examples: int = 3, reference: 
             r = per_mode.get(mode)
             if r is None:
                 cell = "-"
+            elif not r["killed"] and r.get("not_judged"):
+                cell = "not judged"  # the unmutated run failed (or the harness did): no verdict
             elif not r["killed"] and r.get("blind"):
                 cell = "blind"  # visible only through introspection: not a survival
             else:
@@ -913,12 +950,16 @@ def format_kill_matrix(result: dict[str, Any], *, examples: int = 3, reference: 
             if ref is None:
                 cells.append(f"{'-':<{w}}")
                 continue
-            clean = not ref["failed"] and ref["exit_code"] == 0
-            cells.append(f"{('clean' if clean else 'FAILED') + ' ' + str(len(ref['failed'])):<{w}}")
+            harness = ref.get("harness_errors") or []
+            clean = not ref["failed"] and not harness and ref["exit_code"] == 0
+            word = "clean" if clean else "FAILED"
+            cells.append(f"{word + ' ' + str(len(ref['failed']) + len(harness)):<{w}}")
             if clean:
                 notes.append(f"{mode}: passed {ref['passed']}, skipped {ref['skipped']}")
             else:
-                notes.append(f"{mode}: {', '.join(ref['failed'][:examples])}")
+                shown = ", ".join([*ref["failed"], *harness][:examples])
+                what = f" ({len(harness)} harness errors: no mutant is killed by them)" if harness else ""
+                notes.append(f"{mode}: {shown}{what}")
         lines.append(f"{reference:<{width}}  {'  '.join(cells)}  {'; '.join(notes)}")
     for mode in modes:
         killed = sum(
@@ -931,6 +972,16 @@ def format_kill_matrix(result: dict[str, Any], *, examples: int = 3, reference: 
             for m in result["mutants"].values()
             if (m.get("modes") or {}).get(mode, {}).get("blind") and not m["modes"][mode]["killed"]
         )
+        unjudged = sum(
+            1
+            for m in result["mutants"].values()
+            if (m.get("modes") or {modes[0]: m}).get(mode, {}).get("not_judged")
+        )
         note = f" ({blind} visible only through introspection)" if blind else ""
+        if unjudged:
+            note += (
+                f"; {unjudged} not judged: the unmutated run failed or the harness could not run "
+                "its tests, so no failure of theirs counts as a kill"
+            )
         lines.append(f"{mode}: {killed} of {len(result['mutants'])} mutants killed{note}")
     return "\n".join(lines)

@@ -217,6 +217,26 @@ def _check_server_options(config: pytest.Config, opts: ReadstreamOptions, impl: 
         raise pytest.UsageError(problem)
 
 
+def _version_expectations(opts: ReadstreamOptions, impl: Any) -> ReadstreamOptions:
+    """With no expectations file given, a PostgreSQL server's known failures are those of its
+    version: the shipped ``postgresql-<model version>`` file (``postgresql-19``,
+    ``postgresql-20devel``, ...), when there is one."""
+    if opts.xfails is not None or opts.impl != "postgres":
+        return opts
+    try:
+        version = getattr(impl, "model_version", None)
+    except Exception:  # a server that cannot say: the tests report that themselves
+        return opts
+    if not isinstance(version, str):
+        return opts
+    from dataclasses import replace
+
+    from .xfails import shipped_expectations
+
+    shipped = shipped_expectations(f"postgresql-{version}")
+    return replace(opts, xfails=shipped, xfails_auto=True) if shipped is not None else opts
+
+
 def _setup_hypothesis(config: pytest.Config, opts: ReadstreamOptions, state: _State) -> None:
     profile = getattr(config.option, "hypothesis_profile", None)
     if not profile and "hypothesis" not in sys.modules:
@@ -268,6 +288,8 @@ def pytest_configure(config: pytest.Config) -> None:
     is_worker = hasattr(config, "workerinput")
     impl = _load(config, opts)
     _check_server_options(config, opts, impl, is_worker)
+    opts = _version_expectations(opts, impl)
+    config.stash[OPTIONS_KEY] = opts
     config.stash[IMPL_KEY] = impl
     state = _State(options=opts, implementation=impl, is_worker=is_worker)
     if opts.xfails is not None:
@@ -352,6 +374,8 @@ def pytest_collection_modifyitems(
     from .xfails import ReadstreamXfailsWarning, apply_xfails
 
     unused = apply_xfails(items, state.xfails, opts.xfails, as_skips=opts.xfails_as_skips)
+    if opts.xfails_auto:
+        unused = []  # a run of some of the suite, or of one's own tests: nothing to fix there
     for entry in unused:
         # Point the warning at the line of the expectations file, where the fix is.
         warnings.warn_explicit(
@@ -400,9 +424,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     problem = item.stash.get(MARKER_ERROR_KEY, None)
     if problem is not None:
         pytest.fail(problem, pytrace=False)
+    harness = item.stash.get(_HARNESS_PROBLEM_KEY, None)
+    if harness is not None:
+        from .harness_errors import HarnessError
+
+        raise HarnessError(harness)
 
 
 _MISSING_KEY = pytest.StashKey[list[str]]()
+_HARNESS_PROBLEM_KEY = pytest.StashKey[str]()
 
 
 def _skip_missing_capabilities(item: pytest.Item, implementation: Any, impl_name: str) -> None:
@@ -420,6 +450,14 @@ def _skip_missing_capabilities(item: pytest.Item, implementation: Any, impl_name
         settings = None
     have = capabilities_for(implementation, settings)
     missing = [cap for cap in needed if cap not in have]
+    problem = getattr(implementation, "harness_problem", None)
+    for cap in missing:
+        why_not = problem(cap) if callable(problem) else None
+        if why_not:
+            # Not a capability the implementation lacks, but one the harness failed to set up
+            # (the probe did not build, the server did not start): the test errors as such.
+            item.stash[_HARNESS_PROBLEM_KEY] = why_not
+            return
     if missing:
         item.stash[_MISSING_KEY] = missing
         name = getattr(implementation, "name", impl_name)
@@ -439,6 +477,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # The teardown report is the last one: it carries the complete scenario.
         item.user_properties.append((SCENARIO_PROPERTY, repro_for(item).as_dict()))
     report: pytest.TestReport = yield
+    if report.failed and call.excinfo is not None:
+        from .harness_errors import HARNESS_ERROR_PROPERTY, harness_error_line
+
+        line = harness_error_line(call.excinfo.value)
+        if line is not None:
+            # The test judged nothing: the report and the verdict say so (harness_errors.py).
+            report.user_properties.append((HARNESS_ERROR_PROPERTY, line))
     if readstream and report.failed:
         already = item.stash.get(CALL_FAILED_KEY, False)
         if call.when == "call":

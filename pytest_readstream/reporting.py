@@ -30,6 +30,8 @@ from typing import Any
 
 import pytest
 
+from .harness_errors import HARNESS_ERROR_PROPERTY
+
 __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
@@ -71,6 +73,8 @@ class TestResult:
     # so a test that failed and then left pins is one "failed" and one "error", as in
     # "43 failed, 408 passed, 42 errors".
     pytest_counts: Counter[str] = field(default_factory=Counter)
+    # "the harness could not ...": the test failed for the harness, not the implementation.
+    harness_error: str | None = None
 
     @property
     def family(self) -> str:
@@ -93,6 +97,7 @@ class TestResult:
             "scenario": self.scenario,
             "stats": self.stats,
             "duration": round(self.duration, 6),
+            "harness_error": self.harness_error,
         }
 
 
@@ -173,6 +178,8 @@ class Results:
                 res.scenario = value
             elif name == STATS_PROPERTY and isinstance(value, dict):
                 stats.append(value)
+            elif name == HARNESS_ERROR_PROPERTY and isinstance(value, str) and report.failed:
+                res.harness_error = res.harness_error or value
         if stats or report.when == "teardown":
             res.stats = stats or res.stats
 

@@ -100,9 +100,14 @@ def _apply_settings(base: Any, value: Any, where: str) -> Any:
 
 
 def settings_from(item: pytest.Item, param: Any = NO_PARAM) -> Any:
-    """The ``Settings`` for a test: defaults (in the run's model version), then markers, then the
-    indirect parameter."""
-    settings = default_settings()
+    """The ``Settings`` for a test: defaults (in the run's model version, else the implementation's
+    own: a server is judged by the model of its version), then markers, then the indirect
+    parameter."""
+    settings = (
+        default_settings()
+        if _MODEL_VERSION is not None
+        else default_settings(version=native_version(item.config))
+    )
     for mark in _markers_outermost_first(item, "readstream_settings"):
         for arg in mark.args:
             settings = _apply_settings(settings, arg, "@pytest.mark.readstream_settings")
@@ -111,6 +116,22 @@ def settings_from(item: pytest.Item, param: Any = NO_PARAM) -> Any:
     if param is not NO_PARAM:
         settings = _apply_settings(settings, param, "readstream_settings parameter")
     return settings
+
+
+def native_version(config: pytest.Config) -> str:
+    """The model version a test's settings get when they name none: the implementation's own
+    (``model_version``: a PostgreSQL server is judged by the model of its version), else the
+    ``Settings`` default."""
+    from reference_impl import Settings
+
+    from .fixtures import IMPL_KEY
+
+    impl = config.stash.get(IMPL_KEY, None)
+    try:
+        version = getattr(impl, "model_version", None)
+    except Exception:  # a server that cannot say: its tests report that themselves
+        version = None
+    return version if isinstance(version, str) else Settings().version
 
 
 def settings_for_item(item: pytest.Item) -> Any:

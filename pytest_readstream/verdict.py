@@ -13,6 +13,11 @@ the MUST tier alone (``read_stream.md`` §9). Four verdicts, each with its exit 
   capability or otherwise, or deselected with ``-k``): the line says how many ran of how many
   exist, so a stream that only runs a tenth of the suite never reads as conforming.
 * ``INTERRUPTED`` (130): the run was cut short (Ctrl-C); nothing is claimed.
+* ``ERROR`` (2): the harness could not do its part for some test (the server did not start, its
+  C code did not build, a relation could not be built as the model lays it out:
+  :mod:`~pytest_readstream.harness_errors`). Such a test judged nothing, so no verdict is given:
+  the line says ``ERROR: the harness could not ...`` with the most frequent reason and how many
+  tests it stopped. It wins over every other verdict except INTERRUPTED.
 
 Exit status 2 (a bad command line, implementation or server setting) is decided before any test
 runs and never reaches this module.
@@ -23,6 +28,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
+
+from .harness_errors import main_harness_error
 
 __all__ = [
     "EXIT_CONFORMS",
@@ -66,6 +73,7 @@ class TierCounts:
     skipped_other: int = 0
     xfailed: int = 0
     deselected: int = 0
+    harness_errors: int = 0  # stopped by the harness (harness_errors.py): neither passed nor failed
     failed_families: Counter[str] | None = None
 
     @property
@@ -101,6 +109,10 @@ def tier_counts(report: dict[str, Any]) -> dict[str, TierCounts]:
             if tier not in _TIERS:
                 continue
             c = out.setdefault(tier, TierCounts(failed_families=Counter()))
+            if t.get("harness_error"):
+                c.exist += 1
+                c.harness_errors += 1
+                continue
             _add(
                 c,
                 t.get("outcome", "incomplete"),
@@ -144,10 +156,22 @@ def _add(c: TierCounts, outcome: str, n: int, family: str, capability_skip: bool
 
 def tier_table(counts: dict[str, TierCounts]) -> list[str]:
     """The per-tier table ``readstream check`` prints above its verdict."""
-    cols = ("tests", "ran", "passed", "failed", "xfailed", "skip:capability", "skip:other", "deselected")
+    cols: tuple[str, ...] = (
+        "tests",
+        "ran",
+        "passed",
+        "failed",
+        "xfailed",
+        "skip:capability",
+        "skip:other",
+        "deselected",
+    )
+    harness = any(c.harness_errors for c in counts.values())
+    if harness:
+        cols += ("harness-error",)
     lines = [f"{'tier':<7}" + "".join(f"{c:>{max(8, len(c) + 2)}}" for c in cols)]
     for tier, c in counts.items():
-        values = (
+        values: tuple[int, ...] = (
             c.exist,
             c.ran,
             c.passed,
@@ -157,6 +181,8 @@ def tier_table(counts: dict[str, TierCounts]) -> list[str]:
             c.skipped_other,
             c.deselected,
         )
+        if harness:
+            values += (c.harness_errors,)
         lines.append(f"{tier:<7}" + "".join(f"{v:>{max(8, len(c) + 2)}}" for v, c in zip(values, cols)))
     return lines
 
@@ -225,6 +251,16 @@ def verdict(report: dict[str, Any]) -> Verdict:
             "INTERRUPTED",
             f"{prefix} INTERRUPTED: nothing is claimed; {_must_text(must, {})}{tail}",
             EXIT_INTERRUPTED,
+        )
+    harness = main_harness_error(t.get("harness_error") for t in report.get("tests") or [])
+    if harness is not None:
+        line, n, total = harness
+        others = f"; {total - n} more with other harness errors" if total > n else ""
+        return Verdict(
+            "ERROR",
+            f"{prefix} ERROR: {line} ({n} test{'s' if n != 1 else ''}{others}; no verdict: "
+            f"a test the harness could not run judged nothing){tail}",
+            EXIT_USAGE,
         )
     if must.failed or must.xfailed:
         return Verdict(

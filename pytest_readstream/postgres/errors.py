@@ -20,15 +20,27 @@ __all__ = [
 
 
 class PgHarnessError(RuntimeError):
-    """Base class of every error the harness raises itself."""
+    """Base class of every error the harness raises itself.
+
+    ``readstream_harness_error`` (see :mod:`pytest_readstream.harness_errors`): the subclasses
+    that mean "the harness could not do its part" name what it could not do; a test failing
+    with one of them judged nothing. ``None`` here: a server that died under a test, or a
+    setting a server cannot take, is not such an error.
+    """
+
+    readstream_harness_error: str | None = None
 
 
 class PgNotAvailable(PgHarnessError):
-    """No usable PostgreSQL 18: package missing, wrong version, or binaries not found."""
+    """No usable PostgreSQL: package missing, wrong version, or binaries not found."""
+
+    readstream_harness_error = "use the PostgreSQL server"
 
 
 class PgStartupError(PgHarnessError):
     """``initdb`` or the postmaster (``PostmasterMain`` in ``postmaster.c``) failed to start."""
+
+    readstream_harness_error = "start the PostgreSQL server"
 
 
 class PgServerDied(PgHarnessError):

@@ -144,7 +144,15 @@ def test_run_oracle_document(pg_impl: Any) -> None:
     lines: list[str] = []
     doc = run_oracle(only=["system-5pct"], impl=pg_impl, echo=lines.append)
     assert doc["server"]["version"].startswith("18.")
-    assert doc["summary"] == {"scenarios": 1, "agree": 1, "explained": 0, "differ": 0, "skipped": 0}
+    assert doc["summary"] == {
+        "scenarios": 1,
+        "agree": 1,
+        "explained": 0,
+        "differ": 0,
+        "skipped": 0,
+        "timing_dependent": 0,
+    }
+    assert doc["server"]["model_version"] == "18"
     (record,) = doc["scenarios"]
     assert set(record) >= {"name", "settings", "model", "server", "agree"}
     for side in ("model", "server"):

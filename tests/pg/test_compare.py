@@ -224,3 +224,27 @@ def test_distance_mutant_shows_the_first_diverging_read(
     text = capsys.readouterr().out
     assert "differs: read #3 differs: base 3-6, patch 3-5" in text
     assert "readstream compare: 1 of 1 scenarios differ: stream" in text
+
+
+def _run_record(reads: int) -> dict[str, Any]:
+    return {"reads": reads, "blocks": 1000, "io": {}, "resident": [1, 2], "time_ms": 1.0}
+
+
+def test_each_side_reports_the_set_of_outcomes_it_saw() -> None:
+    from pytest_readstream.postgres.fidelity.compare import _summarise
+
+    side = _summarise([_run_record(66), _run_record(70), _run_record(66)])
+    assert side["unstable"] == ["reads"]
+    assert [o["count"] for o in side["outcomes"]] == [2, 1]
+    assert side["outcomes"][0]["summary"] == "66 reads of 1000 blocks, 2 resident"
+    assert len(side["_views"]) == 2
+
+
+def test_asynchronous_scenarios_get_a_deterministic_sync_twin() -> None:
+    from pytest_readstream.postgres.fidelity.compare import SCENARIOS, with_sync_twins
+
+    chosen = [SCENARIOS["seqscan"], SCENARIOS["seqscan-sync-icl4"]]
+    names = [s.name for s in with_sync_twins(chosen)]
+    assert names == ["seqscan", "seqscan@sync", "seqscan-sync-icl4"]
+    twin = with_sync_twins(chosen)[1]
+    assert twin.server.io_method == "sync" and twin.query == SCENARIOS["seqscan"].query

@@ -59,7 +59,10 @@ def test_cache_key_covers_version_options_compiler_and_liburing_not_jobs() -> No
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"version": "master"}, "cannot build PostgreSQL 'master': allowed a PostgreSQL 18 or 19 release"),
+        (
+            {"version": "master"},
+            "cannot build PostgreSQL 'master': allowed PostgreSQL 18.x, 19.x and master",
+        ),
         ({"version": "17.4"}, "cannot build PostgreSQL '17.4': allowed"),
         ({"jobs": 0}, "cannot build with jobs = 0: allowed 1 or more"),
     ],
@@ -257,8 +260,8 @@ def test_command_refuses_bad_input_in_one_line(capsys: pytest.CaptureFixture[str
     assert "--jobs: 0 is invalid: allowed >= 1" in capsys.readouterr().err
     assert main(["pg-build", "--pg-version", "17.4"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "readstream pg-build: --pg-version 17.4: cannot build PostgreSQL '17.4': allowed a PostgreSQL 18 "
-        "or 19 release version such as 18.6"
+        "readstream pg-build: --pg-version 17.4: cannot build PostgreSQL '17.4': allowed PostgreSQL 18.x, "
+        "19.x and master (20devel) (a release such as 18.6, a 19 beta such as 19beta1, or 20devel)"
     )
 
 
@@ -274,7 +277,7 @@ def test_command_says_in_one_line_why_it_cannot_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _toolbox(tmp_path, monkeypatch, _ALL[: _ALL.index("bison")])
-    assert main(["pg-build"]) == 1
+    assert main(["pg-build"]) == 2
     err = capsys.readouterr().err.strip()
     assert (
         err

@@ -119,8 +119,29 @@ def test_settings_are_split_as_postgresql_splits_them() -> None:
     assert gucs["io_combine_limit"] == "32" and gucs["effective_io_concurrency"] == "0"
     assert gucs["synchronize_seqscans"] == "off" and gucs["vacuum_buffer_usage_limit"] == "256"
     assert gucs["enable_seqscan"] == "off" and gucs["max_parallel_workers_per_gather"] == "0"
-    with pytest.raises(PgSettingUnavailable, match="version"):
-        server_settings_for(Settings(version="master"))
+    # The version is not a server setting (the implementation checks it against its server), but
+    # it decides the I/O worker settings: 18's fixed pool, 19's self-sizing one.
+    old, new = server_settings_for(Settings()), server_settings_for(Settings(version="master"))
+    assert (old.io_workers, old.io_min_workers, old.io_max_workers) == (3, None, None)
+    assert (new.io_workers, new.io_min_workers, new.io_max_workers) == (None, 2, 8)
+    assert (new.io_worker_idle_timeout, new.io_worker_launch_interval) == (60000, 100)
+    assert new.for_server(200000)["io_max_workers"] == "8" and "io_workers" not in new.for_server(200000)
+
+
+def test_a_server_is_judged_by_the_model_of_its_version() -> None:
+    """The embedded 18.6 is judged by model 18 (read from ``postgres --version``, no server
+    started); settings naming another version are refused in one line."""
+    impl = PostgresImplementation(pytest_mode=False, interpose=False)
+    try:
+        assert impl.model_version == "18"
+        impl.check_version(Settings())
+        with pytest.raises(PgSettingUnavailable) as info:
+            impl.check_version(Settings(version="master"))
+        assert "\n" not in str(info.value)
+        assert "judged by the model of version 18" in str(info.value)
+        assert impl._server is None
+    finally:
+        impl.close()
 
 
 @pytest.mark.parametrize("width", [1, 4, 5, 100, 101, 127, 128, 131, 132, 300, 2000, 5000, 8136])

@@ -255,3 +255,48 @@ def test_check_refuses_an_unknown_profile(capsys: pytest.CaptureFixture[str]) ->
     assert exc.value.code == 2
     err = capsys.readouterr().err  # argparse's quoting of the choices differs between versions
     assert "--profile: invalid choice: 'nope'" in err and all(p in err for p in ("ci", "dev", "thorough"))
+
+
+def test_verdict_of_a_run_with_harness_errors_is_an_error_not_a_failure() -> None:
+    """Issue 24 item 4: a test the harness could not run judged nothing; no verdict, exit 2."""
+    line = "the harness could not start the PostgreSQL server: the postmaster exited with status 1"
+    tests = [
+        {"outcome": "error", "invariant": {"tier": "MUST", "family": "pins"}, "harness_error": line},
+        {"outcome": "failed", "invariant": {"tier": "MUST", "family": "pins"}, "harness_error": line},
+        {"outcome": "passed", "invariant": {"tier": "MUST", "family": "reads"}},
+    ]
+    report = {"implementation": {"name": "postgres"}, "seed": 5, "tests": tests}
+    result = verdict(report)
+    assert (result.word, result.exit_status) == ("ERROR", 2)
+    assert result.line.startswith(f"readstream check: postgres ERROR: {line} (2 tests; no verdict")
+    must = tier_counts(report)["MUST"]
+    assert (must.failed, must.passed, must.harness_errors) == (0, 1, 2)
+    assert tier_table(tier_counts(report))[0].split()[-1] == "harness-error"
+
+
+def test_check_says_the_harness_could_not_start_the_server_and_exits_2(tmp_path: Path) -> None:
+    shutil.copy(HERE / "no_server.py", tmp_path / "no_server.py")
+    out = _check(tmp_path, "--impl", "no_server:NoServerImplementation", "--", "-k", "test_pins")
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    line = _last(out)
+    assert line.startswith(
+        "readstream check: no-server ERROR: the harness could not start the PostgreSQL server: "
+        "the postmaster exited with status 1 during start-up: "
+        'FATAL:  unrecognized configuration parameter "io_workers" ('
+    ), line
+    assert "FAILED" not in line and "CONFORM" not in line, line
+    report = json.loads((tmp_path / "r.json").read_text())
+    stopped = [t for t in report["tests"] if t["harness_error"]]
+    assert stopped and all(t["outcome"] in ("failed", "error") for t in stopped)
+
+
+def test_harness_errors_that_differ_only_in_a_temporary_directory_are_one() -> None:
+    from pytest_readstream.harness_errors import main_harness_error
+
+    lines = [
+        "the harness could not build the probe: /tmp/b-1/.src-d_bchlg3/x.h:13: error: unknown type name",
+        "the harness could not build the probe: /tmp/b-1/.src-w56xnxw8/x.h:13: error: unknown type name",
+        "the harness could not start the PostgreSQL server: exit 1",
+    ]
+    assert main_harness_error(lines) == (lines[0], 2, 3)
+    assert main_harness_error([None, ""]) is None

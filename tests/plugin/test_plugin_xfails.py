@@ -146,7 +146,12 @@ def test_shipped_expectations_files_are_package_data() -> None:
     data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     patterns = data.get("pytest_readstream", [])
     files = sorted(SHIPPED_DIR.glob("*.txt"))
-    assert sorted(f.name for f in files) == ["postgresql-18-faults.txt", "postgresql-18.txt"]
+    assert sorted(f.name for f in files) == [
+        "postgresql-18-faults.txt",
+        "postgresql-18.txt",
+        "postgresql-19.txt",
+        "postgresql-20devel.txt",
+    ]
     for f in files:
         rel = f.relative_to(SHIPPED_DIR.parent).as_posix()
         assert any(fnmatch.fnmatch(rel, p) for p in patterns), (rel, patterns)

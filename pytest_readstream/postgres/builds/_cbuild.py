@@ -55,6 +55,13 @@ _BASE_CFLAGS = (
 class CBuildUnavailable(PgNotAvailable):
     """A C source of the harness cannot be built here (no compiler, no headers); the message says why."""
 
+    readstream_harness_error = "build its C code against the server"
+
+
+class CCompileFailed(CBuildUnavailable):
+    """A compiler and headers were there, but compiling a C source of the harness failed: not a
+    capability the machine lacks but the harness failing at its part (``harness_errors``)."""
+
 
 @dataclass(frozen=True)
 class ServerHeaders:
@@ -220,7 +227,7 @@ def build_shared_object(
                 errors = [ln for ln in proc.stderr.splitlines() if "error" in ln][
                     :3
                 ] or proc.stderr.splitlines()[:3]
-                raise CBuildUnavailable(f"compiling {name} failed: {' | '.join(errors)}")
+                raise CCompileFailed(f"compiling {name} failed: {' | '.join(errors)}")
             tmp_out.chmod(0o755)
             os.replace(tmp_out, target)
         finally:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...mutants import run_suite
+from ...mutants import judge, run_suite
 from .pgsource import READ_STREAM_C
 from .traced_copy import MUTANTS, mutant_problem
 
@@ -83,8 +83,8 @@ def run_c_kill_matrix(
         res = run_suite("postgres", [*base, f"--readstream-pg-mutant={name}"], timeout_s)
         out["mutants"][name] = {
             "doc": MUTANTS[name].bug,
-            "killed": bool(res["failed"]),
-            "killing_tests": res["failed"],
+            # Killed only by tests the unmutated copy passed in this run (mutants.judge).
+            **judge(res, out["reference"]),
             "exit_code": res["exit_code"],
             "passed": res["passed"],
             "skipped": res["skipped"],
@@ -94,7 +94,9 @@ def run_c_kill_matrix(
     out["seconds"] = round(time.perf_counter() - t0, 1)
     out["all_killed"] = all(m["killed"] for m in out["mutants"].values())
     ref = out["reference"]
-    out["reference_clean"] = not ref["failed"] and ref["exit_code"] == 0 and ref["passed"] > 0
+    out["reference_clean"] = (
+        not ref["failed"] and not ref.get("harness_errors") and ref["exit_code"] == 0 and ref["passed"] > 0
+    )
     if json_path is not None:
         path = Path(json_path)
         tmp = path.with_name(path.name + ".tmp")

@@ -64,6 +64,10 @@ __all__ = [
 
 #: The release the harness builds by default: the embedded wheel's.
 DEFAULT_VERSION = "18.6"
+#: The versions the harness builds and tests (a model of each exists: reference_impl.versions).
+SUPPORTED_VERSIONS = "PostgreSQL 18.x, 19.x and master (20devel)"
+SUPPORTED_VERSION = re.compile(r"(?:18|19)\.\d+|19(?:beta|rc)\d+|20devel")
+_RELEASE = re.compile(r"(?:18|19)\.\d+")
 _MANIFEST = "readstream-build.json"
 #: A build that fails is reported with the first lines of its error and the log's path.
 _ERROR_LINES = 2
@@ -119,10 +123,10 @@ class BuildOptions:
     jobs: int | None = None
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(r"1[89]\.\d+", self.version):
+        if not SUPPORTED_VERSION.fullmatch(self.version):
             raise PgBuildUnavailable(
-                f"cannot build PostgreSQL {self.version!r}: allowed a PostgreSQL 18 or 19 release version "
-                "such as 18.6"
+                f"cannot build PostgreSQL {self.version!r}: allowed {SUPPORTED_VERSIONS} "
+                "(a release such as 18.6, a 19 beta such as 19beta1, or 20devel)"
             )
         if self.jobs is not None and self.jobs < 1:
             raise PgBuildUnavailable(f"cannot build with jobs = {self.jobs}: allowed 1 or more")
@@ -394,6 +398,12 @@ def ensure_build(
             return done  # another process built it while this one waited
         if source is None:
             from .pgsource import READ_STREAM_C, source_cache_dir
+
+            if not _RELEASE.fullmatch(options.version):
+                raise PgBuildUnavailable(
+                    f"cannot fetch PostgreSQL {options.version}: only releases (18.x, 19.x) are fetched; "
+                    "build a tree of it with readstream pg-build --source DIR"
+                )
 
             if not (source_cache_dir() / f"postgresql-{options.version}" / READ_STREAM_C).is_file():
                 say(f"fetching PostgreSQL {options.version}'s source (Debian's source package)")

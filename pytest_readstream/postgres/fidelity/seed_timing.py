@@ -166,6 +166,13 @@ def _case(table: Any, spec: Any, scale: float, device: Any) -> SeedCase:
         rel = RelationSpec(name="seed", nblocks=run.nblocks or 1000, seed=run.seed)
     settings = {k: v for k, v in dict(run.settings).items() if k != "version"}
     settings["debug_io_direct"] = ""
+    # The rows run on 18.6: a fixed pool of the thread's size stands for master's bounds, and
+    # 19's pool settings, which 18 lacks, go (reference_impl.settings refuses them on 18).
+    low, high = settings.pop("io_min_workers", None), settings.pop("io_max_workers", None)
+    settings.pop("io_worker_idle_timeout", None)
+    settings.pop("io_worker_launch_interval", None)
+    if low is not None and low == high:
+        settings.setdefault("io_workers", low)
     dev = run.with_device(device).device
     # Reads only, and no cheaper sequential request: what the interposer can impose.
     dev = replace(dev, write_latency_us=0, sequential_latency_us=None, jitter=0.0)

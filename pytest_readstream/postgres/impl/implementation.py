@@ -60,7 +60,7 @@ import psycopg
 from psycopg import sql
 
 from ...protocol import ScanOutcome, ScanRequest
-from ..builds._cbuild import CBuildUnavailable, server_headers
+from ..builds._cbuild import CBuildUnavailable, CCompileFailed, server_headers
 from ..builds.pgsource import READ_STREAM_C, PgSourceUnavailable, TracedSource
 from ..builds.probe_build import build_probe
 from ..builds.traced_copy import TracedCopyError
@@ -80,13 +80,18 @@ from ..faults.interposer import (
     unsupported_fault,
 )
 from ..faults.stream_faults import io_method_problem
-from ..servers._cluster import embedded_bindir
+from ..servers._cluster import _binary_version, embedded_bindir
 from ..servers._walquiet import flushed_within_segment, fresh_wal_segment
 from ..servers.observe import evict, measure, pinned_buffers
 from ..servers.scratch import ScratchDatabase
 from ..servers.server import PgServer, build_bindir
 from ..servers.settings import ServerSettings, SessionSettings
-from .relbuild import BuiltRelation, UnsupportedLayout, build_relation_on_server
+from .relbuild import (
+    SCAN_SETS_VM_VERSION_NUM,
+    BuiltRelation,
+    UnsupportedLayout,
+    build_relation_on_server,
+)
 from .remote_stream import RemoteStream, RemoteStreams, StreamUnavailable
 from .scanops import (
     NOT_OFFERED,
@@ -120,20 +125,27 @@ _STREAM_FUNCTIONS = {"set-strategy": "read_stream_set_strategy"}
 
 
 def server_settings_for(settings: Any) -> ServerSettings:
-    """The postmaster/reload-level part of a ``reference_impl.Settings``."""
-    if getattr(settings, "version", "18") != "18":
-        raise PgSettingUnavailable(
-            "version",
-            str(settings.version),
-            "18",
-            "the server is PostgreSQL 18; the development branch's read_stream.c is a model variant only",
+    """The postmaster/reload-level part of a ``reference_impl.Settings``.
+
+    The settings' ``version`` is not a server setting: :meth:`PostgresImplementation.configure`
+    checks it against the server's own version.
+    """
+    pool = {  # the I/O worker settings of the settings' version (None: that version lacks it)
+        name: getattr(settings, name, None)
+        for name in (
+            "io_workers",
+            "io_min_workers",
+            "io_max_workers",
+            "io_worker_idle_timeout",
+            "io_worker_launch_interval",
         )
+    }
     return ServerSettings(
         io_method=settings.io_method,
         shared_buffers=settings.shared_buffers,
         io_max_combine_limit=settings.io_max_combine_limit,
-        io_workers=settings.io_workers,
         debug_io_direct=settings.debug_io_direct,
+        **pool,
     )
 
 
@@ -149,6 +161,24 @@ def session_settings_for(settings: Any, planner: dict[str, bool] | None = None) 
         ignore_checksum_failure=settings.ignore_checksum_failure,
         planner=dict(planner or {}),
     )
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
+def _model_version_of(bindir: Path | None) -> str:
+    """The model version of a build (``postgres --version``), or a one-line ``ValueError``."""
+    from reference_impl.errors import SettingError
+    from reference_impl.versions import model_version_for
+
+    postgres = (bindir or embedded_bindir()) / "postgres"
+    text, num = _binary_version(postgres)
+    try:
+        return model_version_for(num)
+    except SettingError as err:
+        raise ValueError(f"{postgres} is PostgreSQL {text}: {err}") from None
 
 
 def _extra_gucs(settings: Any) -> dict[str, str]:
@@ -236,6 +266,11 @@ class PostgresImplementation:
             fetch=fetch_source,
             mutant=mutant,
         )
+        self._model_version: str | None = None
+        if not dsn:
+            # A build whose version has no model is a usage error too, before any test runs.
+            with contextlib.suppress(PgNotAvailable):  # no embedded server: said at first use
+                self._model_version = _model_version_of(Path(self.bindir) if self.bindir else None)
         self.allow_nonempty = allow_nonempty
         self.verify_layouts = verify_layouts
         self.pytest_mode = pytest_mode
@@ -253,6 +288,8 @@ class PostgresImplementation:
         self._streams: RemoteStreams | None = None
         # Why the server's stream API cannot be driven here (no compiler, headers, probe), or None.
         self._stream_problem: str | None = None
+        # The same, when it is the harness failing at its part (harness_errors.py), or None.
+        self._stream_harness: str | None = None
         self._stream_checked = False
         self._claim_fault_injection(interpose)
 
@@ -338,6 +375,14 @@ class PostgresImplementation:
             return self._streams.layout_why or "the server's stream fails the traced copy's sanity check"
         return None
 
+    def harness_problem(self, capability: str) -> str | None:
+        """``"the harness could not ..."`` when ``capability`` is missing because the harness failed
+        (the probe did not compile or load, the server did not start), not because the server
+        lacks it; the plugin then errors the test as a harness error (no verdict)."""
+        if capability in ("stream-api", "per-buffer-data", "introspection"):
+            return self._stream_harness
+        return None
+
     def _stream_header_declares(self, function: str) -> bool:
         """Whether the server's ``storage/read_stream.h`` declares ``function``."""
         try:
@@ -370,13 +415,22 @@ class PostgresImplementation:
             streams.verify_layout()
         except (CBuildUnavailable, PgSourceUnavailable, TracedCopyError) as err:
             self._stream_problem = f"the probe extension cannot be built: {err}"
+            if isinstance(err, CCompileFailed) or self.source.wanted:
+                # A compiler and headers were there (or the server's own source was asked for):
+                # the harness failed, the server lacks nothing.
+                self._stream_harness = f"the harness could not build the probe: {_first_line(err)}"
             return
         except psycopg.Error as err:
             self._stream_problem = f"the probe extension does not load: {str(err).strip().splitlines()[0]}"
+            self._stream_harness = f"the harness could not load the probe: {_first_line(err)}"
             return
         except (PgNotAvailable, PgStartupError, PgServerDied) as err:
             # The scans report the server's trouble themselves; the stream tests name it once.
             self._stream_problem = f"the server could not be used to drive its stream: {err}"
+            if not isinstance(err, PgServerDied):
+                self._stream_harness = (
+                    f"the harness could not start the PostgreSQL server: {_first_line(err)}"
+                )
             return
         self._streams = streams
 
@@ -469,12 +523,18 @@ class PostgresImplementation:
         except (PgServerDied, PgStartupError, PgNotAvailable) as err:
             self._unusable = err
             self.close()
-            if self._in_pytest() and "PYTEST_XDIST_WORKER" not in os.environ:
+            if (
+                isinstance(err, PgServerDied)
+                and self._in_pytest()
+                and "PYTEST_XDIST_WORKER" not in os.environ
+            ):
                 import pytest
 
                 # One clear message and no further test; under pytest-xdist a worker cannot end
                 # the run, so this test fails with the error and the later ones are skipped.
                 pytest.exit(f"readstream postgres implementation: {err}")
+            # A server that never started is a harness error (harness_errors.py): this test
+            # fails with it, the later ones skip, and readstream check gives no verdict.
             raise
 
     def _unusable_summary(self) -> str:
@@ -550,9 +610,41 @@ class PostgresImplementation:
             self._tmpdir.cleanup()
             self._tmpdir = None
 
+    @property
+    def model_version(self) -> str:
+        """The model version that judges this server: ``reference_impl.versions.model_version_for``
+        of its ``server_version_num`` (``"18"``, ``"19"`` or ``"20devel"``). Tests whose settings
+        do not name a version run with this one; settings naming another are refused."""
+        if self._model_version is None:
+            from reference_impl.versions import model_version_for
+
+            self._model_version = model_version_for(self.server.version_num)
+        return self._model_version
+
+    def check_version(self, settings: Any) -> None:
+        """Refuse (one line) settings whose ``version`` is not the server's model version."""
+        from reference_impl.versions import canonical_version
+
+        asked = canonical_version(getattr(settings, "version", self.model_version))
+        if asked != self.model_version:
+            raise PgSettingUnavailable(
+                "version",
+                asked,
+                self.model_version,
+                f"the server runs PostgreSQL {self._server_version_text()} and is judged by the model "
+                f"of version {self.model_version}; settings naming version {asked} need a server of "
+                "that version",
+            )
+
+    def _server_version_text(self) -> str:
+        if self._server is not None:
+            return self._server.version
+        return self.model_version
+
     def configure(self, settings: Any) -> str:
         """Apply the server part of ``settings``; returns ``unchanged``/``reloaded``/``restarted``."""
         server = self.server
+        self.check_version(settings)
         self._check_fixed(settings)
         outcome = server.configure(server_settings_for(settings))
         if outcome == "restarted":
@@ -748,7 +840,7 @@ class PostgresImplementation:
         from reference_impl import Settings
 
         self._check_request(request)
-        settings = request.settings if request.settings is not None else Settings()
+        settings = request.settings if request.settings is not None else Settings(version=self.model_version)
         if settings.zero_damaged_pages and self._cancel_after(request) is not None:
             raise UnsupportedLayout("cancel_after_buffers cannot be combined with zero_damaged_pages = on")
         op = server_op(request.scan, dict(request.params))
@@ -788,7 +880,13 @@ class PostgresImplementation:
         looked_at = ~lay.visible if built.spec.vacuumed else np.ones(lay.nblocks, dtype=bool)
         hinted = bool(lay.hinted[looked_at & (lay.nitems > 0)].all())
         # A scan stopped by a LIMIT leaves a synchronized-scan position behind: warm on the twin.
-        same = op.warmable and hinted and not _grows(request) and request.params.get("limit") is None
+        same = (
+            op.warmable
+            and hinted
+            and not _grows(request)
+            and request.params.get("limit") is None
+            and not self._scans_set_vm(built)
+        )
         target = built if same else self._twin(built.spec)
         with self.database.session(ss) as warmer:
             _set_gucs(warmer, gucs)
@@ -814,6 +912,20 @@ class PostgresImplementation:
                         "WHERE c.oid = %s::regclass AND pg_relation_size(c.oid, %s) > 0",
                         (fork, catalog, fork),
                     )
+
+    def _scans_set_vm(self, built: BuiltRelation) -> bool:
+        """Whether a read-only scan may change ``built``'s visibility map on this server.
+
+        From PostgreSQL 19 on, ``heap_page_prune_opt`` sets a full page that an insert or delete
+        marked prunable all-visible when the scan does not modify the relation
+        (``HEAP_PAGE_PRUNE_SET_VM``, pruneheap.c): any page not yet all-visible may change. Such
+        a relation is warmed on its twin and spent after one measurement.
+        """
+        if self.server.version_num < SCAN_SETS_VM_VERSION_NUM:
+            return False
+        lay = built.layout
+        looked_at = ~lay.visible if built.spec.vacuumed else np.ones(lay.nblocks, dtype=bool)
+        return bool((looked_at & (lay.nitems > 0)).any())
 
     def _prewarm(self, session: Any, built: BuiltRelation, request: ScanRequest) -> set[int]:
         """Make the blocks the model would prewarm resident (same seeded choice); returns them."""
@@ -953,7 +1065,13 @@ class PostgresImplementation:
             m = handle.measurement
             wal_flushed = quiet_wal and flushed_within_segment(session.conn)
             pinned = sum(len(pinned_buffers(db, rel)) for rel in rels)
-        if op.mutates or corrupt is not None or error is not None or not built.layout.hinted.all():
+        if (
+            op.mutates
+            or corrupt is not None
+            or error is not None
+            or not built.layout.hinted.all()
+            or self._scans_set_vm(built)
+        ):
             built.spent = True
         io = {
             ctx_name: {
@@ -1240,5 +1358,13 @@ def _grows(request: ScanRequest) -> bool:
 
 
 def _set_gucs(session: Any, gucs: dict[str, str]) -> None:
+    """``SET`` each of ``gucs`` on the session; one the server lacks is refused in one line first."""
+    known = {
+        r[0] for r in session.execute("SELECT name FROM pg_settings WHERE name = ANY(%s)", (list(gucs),))
+    }
     for name, value in gucs.items():
+        if name not in known:
+            raise PgSettingUnavailable(
+                name, value, "", f"PostgreSQL {session.server.version} has no setting {name} (pg_settings)"
+            )
         session.execute("SELECT set_config(%s, %s, false)", (name, value))

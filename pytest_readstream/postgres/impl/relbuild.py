@@ -28,6 +28,12 @@ that page with ordinary SQL:
   checked by decoding the VM fork with ``pageinspect``.
 * **Hint bits and pruning.** Pages the spec calls hinted are read once after the changes (a TID
   scan: it sets hint bits and never prunes), then the cluster is checkpointed so they are clean.
+  On PostgreSQL 18 a table whose every page is to be hinted gets one sequential scan instead.
+  From 19 on it never does: ``heap_insert`` and ``heap_delete`` mark the page prunable
+  (``PageSetPrunable``), and a read-only sequential, index or bitmap scan of a full page then
+  prunes it *and sets it all-visible in the VM* (``heap_page_prune_opt`` with
+  ``HEAP_PAGE_PRUNE_SET_VM``, pruneheap.c), which would give a never-vacuumed table VM bits
+  the model does not have. A TID fetch (``heap_fetch``) prunes nothing on any version.
   Dead tuples must stay unpruned until the measured statement: a scan that sees a full page
   whose dead tuples are older than every snapshot prunes it (``heap_page_prune_opt``). A
   relation with dead tuples therefore keeps a *horizon pin*: an idle ``REPEATABLE READ``
@@ -59,6 +65,7 @@ from ..servers.observe import evict
 from ..servers.scratch import NO_AUTOVACUUM, ScratchDatabase
 
 __all__ = [
+    "SCAN_SETS_VM_VERSION_NUM",
     "BuiltRelation",
     "LayoutMismatch",
     "ModelLayout",
@@ -70,6 +77,9 @@ __all__ = [
 ]
 
 _BLCKSZ = 8192
+#: From this ``server_version_num`` on, a read-only scan of a full page that an insert or delete
+#: marked prunable sets the page all-visible in the VM (``heap_page_prune_opt``, 19's pruneheap.c).
+SCAN_SETS_VM_VERSION_NUM = 190000
 _PAGE_SPACE = _BLCKSZ - 24  # page header; heap pages have no special space
 _ITEM_ID = 4
 _MAX_ITEMS = 291
@@ -81,6 +91,8 @@ class UnsupportedLayout(PgHarnessError):
 
 class LayoutMismatch(PgHarnessError):
     """The server's table differs from the model's after building (the message lists what)."""
+
+    readstream_harness_error = "build the relation the model describes"
 
 
 def _maxalign(n: int) -> int:
@@ -471,7 +483,7 @@ def build_relation_on_server(
             built.pin = pin
         with _tid_scans(conn):
             built.delete_xid = _set_visibility(conn, table, lay, spec)
-        _set_hints(conn, table, lay)
+        _set_hints(conn, table, lay, seq_scan_ok=server.version_num < SCAN_SETS_VM_VERSION_NUM)
         if spec.fillfactor != 100:
             conn.execute(
                 sql.SQL("ALTER TABLE {} SET (fillfactor = {})").format(ident, sql.Literal(spec.fillfactor))
@@ -588,13 +600,15 @@ def _first_live(lay: ModelLayout, block: int) -> int:
     raise UnsupportedLayout(f"page {block} has no live tuple")
 
 
-def _set_hints(conn: psycopg.Connection[Any], table: str, lay: ModelLayout) -> None:
+def _set_hints(
+    conn: psycopg.Connection[Any], table: str, lay: ModelLayout, *, seq_scan_ok: bool = True
+) -> None:
     """Read the tuples of the pages the model calls hinted, which sets their hint bits.
 
     All-visible pages need none (frozen, or never looked at tuple by tuple). When every other
-    page is to be hinted one sequential scan does it; otherwise a TID scan of exactly those
-    pages (a TID fetch never prunes). Dead tuples are not pruned either way: the horizon pin
-    holds them.
+    page is to be hinted and ``seq_scan_ok`` (PostgreSQL 18) one sequential scan does it;
+    otherwise a TID scan of exactly those pages (a TID fetch never prunes, and so never sets a
+    VM bit on 19+). Dead tuples are not pruned either way: the horizon pin holds them.
     """
     if not lay.nblocks:
         return
@@ -603,7 +617,7 @@ def _set_hints(conn: psycopg.Connection[Any], table: str, lay: ModelLayout) -> N
     wanted = candidates & lay.hinted
     if not wanted.any():
         return
-    if np.array_equal(wanted, candidates):
+    if seq_scan_ok and np.array_equal(wanted, candidates):
         conn.execute(sql.SQL("SELECT count(*) FROM {}").format(ident))
         return
     pages = np.flatnonzero(wanted)

@@ -28,10 +28,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import PgHarnessError, PgNotAvailable, PgStartupError
+from ..errors import PgHarnessError, PgNotAvailable, PgSettingUnavailable, PgStartupError
 from . import _cleanup
 from ._install import reachable_bindir
 from ._process import (
@@ -119,25 +119,41 @@ def _binary_version(postgres: Path) -> tuple[str, int]:
     return f"{major}.{minor}", major * 10000 + minor
 
 
-_templates: dict[tuple[Path, int | None], tuple[Path, dict[str, str]]] = {}
+@dataclass(frozen=True)
+class _Template:
+    """One process's pristine ``initdb`` output for a build, and what its configuration says."""
+
+    path: Path
+    #: What ``postgres -C`` reports for each server setting of this version (base units):
+    #: the values a ``None`` field of :class:`ServerSettings` stands for.
+    baseline: dict[str, str]
+    #: Settings the harness asked about that this server does not have.
+    absent: frozenset[str]
+
+
+_templates: dict[tuple[Path, int | None], _Template] = {}
 _template_lock = threading.Lock()
+
+_UNRECOGNIZED = re.compile(r"unrecognized configuration parameter")
 
 
 def _template_cluster(
-    bindir: Path, run_as: _RunAs, timeout: float, workdir: Path
-) -> tuple[Path, dict[str, str]]:
+    bindir: Path, run_as: _RunAs, timeout: float, workdir: Path, version_num: int
+) -> _Template:
     """This process's pristine ``initdb`` result for ``bindir`` and its server settings.
 
     It lives in the ``workdir`` of the first server that needed it (so even a killed process
     leaves nothing outside the caller's directories) and is removed at exit.
 
-    The settings are what the configuration ``initdb`` wrote gives each :class:`ServerSettings`
-    field (``postgres -C``, in base units): the values a ``None`` field stands for.
+    Every setting the harness writes into the configuration (the server settings of this
+    version, :data:`_BASE_GUCS`) is asked of the server with ``postgres -C`` first: one it does
+    not know would stop the postmaster at start-up, so it is recorded as absent and
+    :meth:`_Cluster.write_conf` refuses it in one line.
     """
     key = (bindir, run_as.uid)
     with _template_lock:
         known = _templates.get(key)
-        if known is not None and (known[0] / "PG_VERSION").is_file():
+        if known is not None and (known.path / "PG_VERSION").is_file():
             return known
         base = Path(tempfile.mkdtemp(prefix=f"pg-initdb-{os.getpid()}-", dir=workdir))
         _cleanup.register(lambda: shutil.rmtree(base, ignore_errors=True))
@@ -148,21 +164,41 @@ def _template_cluster(
             _ensure_traversable(base)
         _Cluster.run_initdb(bindir, path, run_as, timeout)
         baseline: dict[str, str] = {}
-        for f in fields(ServerSettings):
-            out = subprocess.run(
-                [str(bindir / "postgres"), "-D", str(path), "-C", f.name],
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=60,
-                cwd=path,
-                user=run_as.uid,
-                group=run_as.gid,
-                extra_groups=run_as.extra_groups,
-            )
-            baseline[f.name] = out.stdout.strip()
-        _templates[key] = (path, baseline)
-        return path, baseline
+        absent: set[str] = set()
+        server_names = ServerSettings.server_names(version_num)
+        for name in (*server_names, *_BASE_GUCS):
+            value = _show_config(bindir, path, run_as, name)
+            if value is None:
+                absent.add(name)
+            elif name in server_names:
+                baseline[name] = value
+        template = _Template(path, baseline, frozenset(absent))
+        _templates[key] = template
+        return template
+
+
+def _show_config(bindir: Path, data_dir: Path, run_as: _RunAs, name: str) -> str | None:
+    """``postgres -C name`` (the value in base units), ``None`` if the server has no such GUC."""
+    try:
+        out = subprocess.run(
+            [str(bindir / "postgres"), "-D", str(data_dir), "-C", name],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            cwd=data_dir,
+            user=run_as.uid,
+            group=run_as.gid,
+            extra_groups=run_as.extra_groups,
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        raise PgStartupError(f"cannot run {bindir / 'postgres'} -C {name}: {err}") from err
+    if out.returncode == 0:
+        return out.stdout.strip()
+    if _UNRECOGNIZED.search(out.stderr):
+        return None
+    last = (out.stderr.strip().splitlines() or ["no message"])[-1]
+    raise PgStartupError(f"{bindir / 'postgres'} -C {name} failed (exit {out.returncode}): {last}")
 
 
 def _server_home(workdir: Path, run_as: _RunAs) -> Path:
@@ -208,7 +244,9 @@ class _Cluster:
     start_timeout: float
     stop_timeout: float
     gucs: dict[str, str]
+    version_num: int = 0
     baseline: dict[str, str] = field(default_factory=dict)
+    absent: frozenset[str] = frozenset()
     proc: subprocess.Popen[bytes] | None = None
     last_pid: int | None = None
     # The postmaster's environment (None: the harness's own) and what to do right before each
@@ -225,7 +263,10 @@ class _Cluster:
         os_user: str | None,
         start_timeout: float,
         stop_timeout: float,
+        version_num: int | None = None,
     ) -> _Cluster:
+        if version_num is None:
+            version_num = _binary_version(bindir / "postgres")[1]
         run_as = _run_as(os_user)
         bindir = reachable_bindir(bindir, run_as)
         workdir = Path(workdir).expanduser().resolve()
@@ -261,6 +302,7 @@ class _Cluster:
             start_timeout=start_timeout,
             stop_timeout=stop_timeout,
             gucs={},
+            version_num=version_num,
         )
 
     def initdb(self) -> None:
@@ -270,9 +312,10 @@ class _Cluster:
         result, which takes a tenth of the time. The copy is of a cleanly shut-down cluster,
         exactly what ``initdb`` leaves behind.
         """
-        template, self.baseline = _template_cluster(
-            self.bindir, self.run_as, self.start_timeout, self.run_dir.parent
+        found = _template_cluster(
+            self.bindir, self.run_as, self.start_timeout, self.run_dir.parent, self.version_num
         )  # the run directory's parent is the server home, as stable as the cluster itself
+        template, self.baseline, self.absent = found.path, found.baseline, found.absent
         cp = shutil.which("cp")
         if cp is not None:
             # cp -a keeps owners and modes and is about twice as fast as copytree.
@@ -323,7 +366,28 @@ class _Cluster:
         """The server-level values ``gucs`` amount to, ``None`` fields filled from initdb's."""
         return {**self.baseline, **gucs}
 
+    def check_known(self, gucs: dict[str, str]) -> None:
+        """Raise :class:`PgSettingUnavailable` (one line) for a GUC this server does not have."""
+        for name in _BASE_GUCS:
+            if name in self.absent:
+                # Without it no measurement would be what the harness promises: no server at all.
+                raise PgStartupError(
+                    f"PostgreSQL {self.version_num // 10000} at {self.bindir} has no setting {name}, which "
+                    "the harness sets on every server it starts (postgres -C does not know it)"
+                )
+        for name, value in gucs.items():
+            if name in self.absent:
+                raise PgSettingUnavailable(
+                    name,
+                    value,
+                    "",
+                    f"PostgreSQL {self.version_num // 10000} at {self.bindir} has no setting {name} "
+                    "(postgres -C does not know it)",
+                )
+
     def write_conf(self, gucs: dict[str, str]) -> None:
+        """Write the harness's configuration file; ``gucs`` are in this server's own GUC names."""
+        self.check_known(gucs)
         path = self.data_dir / _CONF_NAME
         lines = ["# written by pytest-readstream; rewritten on every settings change"]
         lines.append(f"unix_socket_directories = {_quote_conf(str(self.socket_dir))}")

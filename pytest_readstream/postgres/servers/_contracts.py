@@ -19,6 +19,7 @@ class ServerHandle(Protocol):
     """The parts of :class:`~.server.PgServer` that databases and sessions use."""
 
     version: str
+    version_num: int
     block_size: int
     generation: int
     _abort_epoch: int

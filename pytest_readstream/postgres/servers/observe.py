@@ -71,11 +71,16 @@ __all__ = [
 
 FORK_NAMES = ("main", "fsm", "vm", "init")
 
-#: Settings recorded with every measurement (read from the measured session).
+#: Settings recorded with every measurement (read from the measured session). A name the
+#: server's version lacks is simply not recorded (``io_workers`` is 18's, ``io_min_workers`` and
+#: ``io_max_workers`` are 19's and later).
 RECORDED_SETTINGS = (
     "server_version",
+    "server_version_num",
     "io_method",
     "io_workers",
+    "io_min_workers",
+    "io_max_workers",
     "shared_buffers",
     "io_max_combine_limit",
     "io_combine_limit",
@@ -303,7 +308,7 @@ UNION ALL
 SELECT 'relation', r::text, '', pg_stat_get_blocks_fetched(r), 0, pg_stat_get_blocks_hit(r),
        0, 0, 0, 0, 0, 0
   FROM unnest('{{{oids}}}'::oid[]) AS r
-UNION ALL
+{index_part}UNION ALL
 SELECT 'flush', '', '', 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM pg_stat_force_next_flush()
 """
 
@@ -322,7 +327,34 @@ SELECT r.name, b.relforknumber, b.relblocknumber, b.bufferid, b.isdirty, b.usage
 """
 
 
-def _take_snapshot(observer: psycopg.Connection[Any], pid: int, oids: Sequence[int]) -> _Snapshot:
+#: Index counters of servers that keep them apart (master, 20devel: ``pg_stat_get_idx_blocks_*``,
+#: which ``pg_statio_all_indexes`` reads; there ``pg_stat_get_blocks_fetched`` of an index is 0).
+_INDEX_SNAPSHOT_SQL = """UNION ALL
+SELECT 'relation', r::text, '', pg_stat_get_idx_blocks_fetched(r), 0, pg_stat_get_idx_blocks_hit(r),
+       0, 0, 0, 0, 0, 0
+  FROM unnest('{{{oids}}}'::oid[]) AS r
+"""
+
+
+def _index_oids(observer: psycopg.Connection[Any], oids: Sequence[int]) -> frozenset[int]:
+    """The indexes among ``oids`` whose block counters live apart from the tables' (asked of the
+    server: ``pg_stat_get_idx_blocks_fetched`` exists), so the snapshot reads them there."""
+    row = observer.execute(
+        "SELECT to_regproc('pg_catalog.pg_stat_get_idx_blocks_fetched') IS NOT NULL"
+    ).fetchone()
+    if not oids or row is None or not row[0]:
+        return frozenset()
+    return frozenset(
+        int(r[0])
+        for r in observer.execute(
+            "SELECT oid FROM pg_class WHERE oid = ANY(%s::oid[]) AND relkind IN ('i', 'I')", (list(oids),)
+        )
+    )
+
+
+def _take_snapshot(
+    observer: psycopg.Connection[Any], pid: int, oids: Sequence[int], index_oids: frozenset[int] = frozenset()
+) -> _Snapshot:
     buckets: dict[str, dict[tuple[str, str], IoCounts]] = {
         "measured": {},
         "observer": {},
@@ -331,7 +363,11 @@ def _take_snapshot(observer: psycopg.Connection[Any], pid: int, oids: Sequence[i
     relations: dict[int, RelationIo] = {}
     # Values are spelled into the text, not bound: a bound int's type (int2/int4/int8 by
     # magnitude) would change the catalog lookups, and a warm observer must make none.
-    query = _SNAPSHOT_SQL.format(pid=int(pid), oids=",".join(str(int(o)) for o in oids))
+    plain = [int(o) for o in oids if int(o) not in index_oids]
+    index_part = (
+        _INDEX_SNAPSHOT_SQL.format(oids=",".join(str(o) for o in sorted(index_oids))) if index_oids else ""
+    )
+    query = _SNAPSHOT_SQL.format(pid=int(pid), oids=",".join(str(o) for o in plain), index_part=index_part)
     for row in observer.execute(query):
         src, obj, ctx, *nums = row
         values = [int(v) if v is not None else 0 for v in nums]
@@ -354,6 +390,10 @@ def _warm_observer(observer: psycopg.Connection[Any]) -> None:
     for _ in range(2):
         oids = _relation_oids(observer, ["pg_class"])
         _take_snapshot(observer, int(me[0]), oids)
+        # The index counters' functions too (catalog lookups of their own), where they exist.
+        indexes = _index_oids(observer, _relation_oids(observer, ["pg_class_oid_index"]))
+        if indexes:
+            _take_snapshot(observer, int(me[0]), sorted(indexes), indexes)
         _resident(observer, ["pg_class"], oids)
         observer.execute("SELECT pg_relation_size(%s::regclass, %s)", ("pg_class", "main"))
     observer.execute("SELECT pg_stat_force_next_flush()")
@@ -423,11 +463,12 @@ def measure(session: PgSession, relations: Sequence[str] = ()) -> Iterator[Measu
     generation = server.generation
     with server._guard("measure (before the block)"):
         oids = _relation_oids(observer, names)
+        index_oids = _index_oids(observer, oids)
         settings = _recorded_settings(conn)
         # Publish what both backends did before the block, so the window holds only the block.
         observer.execute("SELECT pg_stat_force_next_flush()")
         conn.execute("SELECT pg_stat_force_next_flush()")
-        before = _take_snapshot(observer, pid, oids)
+        before = _take_snapshot(observer, pid, oids, index_oids)
     handle = MeasureHandle(relations=names)
     t0 = time.perf_counter()
     failure: Exception | None = None
@@ -456,7 +497,7 @@ def measure(session: PgSession, relations: Sequence[str] = ()) -> Iterator[Measu
                 raise problem from failure
             raise problem
         conn.execute("SELECT pg_stat_force_next_flush()")
-        after = _take_snapshot(observer, pid, oids)
+        after = _take_snapshot(observer, pid, oids, index_oids)
         resident = _resident(observer, names, oids)
     handle.result = Measurement(
         io=after.measured - before.measured,

@@ -31,7 +31,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -63,7 +62,7 @@ from ._cluster import (
 )
 from ._process import _server_processes
 from .scratch import DEFAULT_EXTENSIONS, ScratchDatabase
-from .settings import ServerSettings
+from .settings import ServerSettings, SettingNotOnVersion
 
 __all__ = ["PgServer", "build_bindir", "embedded_bindir"]
 
@@ -232,17 +231,18 @@ class PgServer:
                 f"{bindir / 'postgres'} is PostgreSQL {version}; the harness needs 18 or later "
                 "(pg_stat_get_backend_io, pg_buffercache_evict_relation)"
             )
-        cluster = _Cluster.create(bindir, workdir, os_user, start_timeout, stop_timeout)
+        cluster = _Cluster.create(bindir, workdir, os_user, start_timeout, stop_timeout, version_num)
         server = cls(kind, cluster=cluster, dsn="")
+        server.version_num = version_num
         try:
             cluster.initdb()
-            wanted = settings or ServerSettings()
-            cluster.write_conf(wanted.to_gucs())
+            wanted = server._server_gucs(settings or ServerSettings())
+            cluster.write_conf(wanted)
             if interpose:
                 server._attach_interposer()
             server._start()
-            server._settings = _settings_from(cluster.effective(wanted.to_gucs()))
             server._read_server_facts()
+            server._settings = ServerSettings.from_server(cluster.effective(wanted), server.version_num)
         except BaseException:
             server.close()
             raise
@@ -281,7 +281,7 @@ class PgServer:
             assert row is not None
             self.version = str(row[0]).split()[0]
             self.version_num, self.block_size = int(row[1]), int(row[2])
-            names = [f.name for f in fields(ServerSettings)]
+            names = list(ServerSettings.server_names(self.version_num))
             for name, context, enumvals in conn.execute(
                 "SELECT name, context, enumvals FROM pg_settings WHERE name = ANY(%s)",
                 (names,),
@@ -297,10 +297,19 @@ class PgServer:
             values = dict(
                 conn.execute(
                     "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)",
-                    ([f.name for f in fields(ServerSettings)],),
+                    (list(ServerSettings.server_names(self.version_num)),),
                 ).fetchall()
             )
-        return _settings_from(values)
+        return ServerSettings.from_server(values, self.version_num)
+
+    def _server_gucs(self, settings: ServerSettings) -> dict[str, str]:
+        """``settings`` in this server's GUC names; one line for a setting its version lacks."""
+        try:
+            return settings.for_server(self.version_num)
+        except SettingNotOnVersion as err:
+            raise PgSettingUnavailable(
+                err.setting, str(getattr(settings, err.setting)), "", str(err)
+            ) from None
 
     def _check_dsn_safety(self, allow_nonempty: bool) -> None:
         with self._guard("checking the DSN database"), self._connect_raw(None) as conn:
@@ -432,6 +441,7 @@ class PgServer:
         self.ensure_alive("configure")
         if self._cluster is None:
             current = self._current_server_settings()
+            self._server_gucs(settings)  # a setting this version lacks: one line
             for name, value in settings.to_gucs().items():
                 current_value = current.to_gucs().get(name, "")
                 if current_value != value:
@@ -454,21 +464,22 @@ class PgServer:
                 "this build supports only " + ", ".join(methods),
             )
         cluster = self._cluster
-        wanted = cluster.effective(settings.to_gucs())
+        gucs = self._server_gucs(settings)
+        wanted = cluster.effective(gucs)
         have = cluster.effective(cluster.gucs)
         changed = {n for n in set(wanted) | set(have) if wanted.get(n) != have.get(n)}
         if not changed:
             # Same values; keep the file in step with how they were asked for.
-            cluster.write_conf(settings.to_gucs())
+            cluster.write_conf(gucs)
             return "unchanged"
         restart = any(self.setting_context(n) != "sighup" for n in changed)
         with self._guard("configure"):
-            cluster.write_conf(settings.to_gucs())
+            cluster.write_conf(gucs)
             if restart:
                 self._restart()
             else:
                 self._reload(wanted, changed)
-        self._settings = _settings_from(wanted)
+        self._settings = ServerSettings.from_server(wanted, self.version_num)
         return "restarted" if restart else "reloaded"
 
     def _restart(self) -> None:
@@ -566,13 +577,14 @@ class PgServer:
                 )
                 done = all(values.get(n) == wanted.get(n) for n in changed)
                 workers_ok = True
-                if done and "io_workers" in changed:
-                    method = conn.execute("SHOW io_method").fetchone()
+                if done and changed & _WORKER_GUCS:
+                    method = conn.execute("SELECT current_setting('io_method')").fetchone()
                     if method is not None and method[0] == "worker":
                         count = conn.execute(
                             "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'io worker'"
                         ).fetchone()
-                        workers_ok = count is not None and count[0] == int(values["io_workers"])
+                        low, high = _worker_bounds(wanted)
+                        workers_ok = count is not None and low <= count[0] <= high
                 if done and workers_ok:
                     return
                 if time.monotonic() > deadline:
@@ -652,14 +664,19 @@ class PgServer:
         return _server_processes(self._cluster.data_dir)
 
 
-_INT_SETTINGS = frozenset({"shared_buffers", "io_max_combine_limit", "io_workers"})
+#: The GUCs that size the I/O worker pool: 18's fixed ``io_workers``, 19's bounds.
+_WORKER_GUCS = frozenset({"io_workers", "io_min_workers", "io_max_workers"})
 
 
-def _settings_from(values: dict[str, str]) -> ServerSettings:
-    """A :class:`ServerSettings` from GUC values in base units (unknown names ignored)."""
-    kwargs: dict[str, Any] = {}
-    for f in fields(ServerSettings):
-        if f.name in values:
-            raw = values[f.name]
-            kwargs[f.name] = int(raw) if f.name in _INT_SETTINGS else raw
-    return ServerSettings(**kwargs)
+def _worker_bounds(gucs: dict[str, str]) -> tuple[int, int]:
+    """How many I/O workers a server with ``gucs`` runs once settled: ``(low, high)``.
+
+    18: exactly ``io_workers``. 19 and later: between ``io_min_workers`` and ``io_max_workers``
+    (``method_worker.c`` launches up to the minimum and lets workers above the maximum exit;
+    with the minimum above the maximum it warns and runs at most the maximum).
+    """
+    if "io_workers" in gucs:
+        n = int(gucs["io_workers"])
+        return n, n
+    high = int(gucs["io_max_workers"])
+    return min(int(gucs["io_min_workers"]), high), high

@@ -1,8 +1,9 @@
-"""Settings the harness gives a PostgreSQL 18 server, split by when they can change.
+"""Settings the harness gives a PostgreSQL server (18, 19, master), split by when they can change.
 
 PostgreSQL decides per GUC when a new value may take effect (``GucContext`` in ``guc.h``): some
 only at postmaster start (``io_method``, ``shared_buffers``, ``io_max_combine_limit``,
-``debug_io_direct``), some on a configuration reload (``io_workers``), the rest per session
+``debug_io_direct``), some on a configuration reload (``io_workers``; from 19 on
+``io_min_workers`` / ``io_max_workers``), the rest per session
 (``io_combine_limit``, the I/O concurrencies, planner switches, ...). The harness mirrors that
 split with two frozen dataclasses:
 
@@ -17,6 +18,16 @@ combine limits, kB for ``vacuum_buffer_usage_limit``, ms for ``statement_timeout
 checked on construction against PostgreSQL's ranges (``guc_tables.c``). Which of the server
 settings need a restart and which a reload is read from the running server's ``pg_settings``
 rather than assumed.
+
+Versions
+--------
+:class:`ServerSettings` speaks the harness's vocabulary; :meth:`ServerSettings.for_server` turns
+it into the GUCs of one server version and :meth:`ServerSettings.from_server` reads them back.
+The one difference so far is the I/O worker pool: PostgreSQL 18 has a fixed pool of
+``io_workers`` processes; 19 replaced that GUC by a pool that grows and shrinks between
+``io_min_workers`` and ``io_max_workers`` (``method_worker.c``). ``io_workers = N`` asks for a
+fixed pool of N workers on every version (on 19 and later ``io_min_workers = io_max_workers =
+N``); ``io_min_workers`` / ``io_max_workers`` name a growing pool and exist only from 19 on.
 """
 
 from __future__ import annotations
@@ -25,7 +36,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-__all__ = ["ServerSettings", "SessionSettings"]
+__all__ = ["WORKER_POOL_VERSION_NUM", "ServerSettings", "SessionSettings", "SettingNotOnVersion"]
+
+#: The first ``server_version_num`` with ``io_min_workers`` / ``io_max_workers`` instead of
+#: ``io_workers`` (PostgreSQL 19's ``method_worker.c``).
+WORKER_POOL_VERSION_NUM = 190000
+#: The GUCs of 19's self-sizing I/O worker pool (``guc_parameters.dat``, all ``PGC_SIGHUP``).
+_POOL_GUCS = ("io_min_workers", "io_max_workers", "io_worker_idle_timeout", "io_worker_launch_interval")
 
 _IO_METHODS = ("sync", "worker", "io_uring")
 _DIRECT_IO_FLAGS = ("data", "wal", "wal_init")
@@ -67,6 +84,10 @@ class ServerSettings:
     io_max_combine_limit: int | None = None
     io_workers: int | None = None
     debug_io_direct: str | None = None
+    io_min_workers: int | None = None
+    io_max_workers: int | None = None
+    io_worker_idle_timeout: int | None = None  # ms, 19+
+    io_worker_launch_interval: int | None = None  # ms, 19+
 
     def __post_init__(self) -> None:
         if self.io_method is not None and self.io_method not in _IO_METHODS:
@@ -76,6 +97,19 @@ class ServerSettings:
         _check_int("shared_buffers", self.shared_buffers, 16, 2**30 - 1)
         _check_int("io_max_combine_limit", self.io_max_combine_limit, 1, 128)
         _check_int("io_workers", self.io_workers, 1, 32)
+        _check_int("io_min_workers", self.io_min_workers, 1, 32)
+        _check_int("io_max_workers", self.io_max_workers, 1, 32)
+        _check_int("io_worker_idle_timeout (ms)", self.io_worker_idle_timeout, 0, _INT_MAX)
+        _check_int("io_worker_launch_interval (ms)", self.io_worker_launch_interval, 0, _INT_MAX)
+        if self.io_workers is not None:
+            for name in ("io_min_workers", "io_max_workers"):
+                other = getattr(self, name)
+                if other is not None and other != self.io_workers:
+                    raise ValueError(
+                        f"{name} = {other} contradicts io_workers = {self.io_workers} (a fixed pool "
+                        f"of {self.io_workers}); allowed: io_workers alone, or io_min_workers and "
+                        "io_max_workers without it"
+                    )
         if self.debug_io_direct is not None:
             flags = [f.strip() for f in self.debug_io_direct.split(",") if f.strip()]
             bad = [f for f in flags if f not in _DIRECT_IO_FLAGS]
@@ -98,6 +132,70 @@ class ServerSettings:
             else:
                 out[f.name] = str(value)
         return out
+
+    def for_server(self, version_num: int) -> dict[str, str]:
+        """:meth:`to_gucs` in the GUC names of a server of ``version_num``.
+
+        Raises :class:`SettingNotOnVersion` (one line) for a setting that version lacks.
+        """
+        out = self.to_gucs()
+        pool = version_num >= WORKER_POOL_VERSION_NUM
+        if not pool:
+            for name in _POOL_GUCS:
+                if name in out:
+                    raise SettingNotOnVersion(
+                        name,
+                        out[name],
+                        version_num,
+                        "PostgreSQL 18 has a fixed pool of io_workers; io_min_workers, "
+                        "io_max_workers, io_worker_idle_timeout and io_worker_launch_interval "
+                        "exist from 19 on",
+                    )
+            return out
+        workers = out.pop("io_workers", None)
+        if workers is not None:
+            out["io_min_workers"] = out["io_max_workers"] = workers
+        return out
+
+    @staticmethod
+    def server_names(version_num: int) -> tuple[str, ...]:
+        """The GUCs :meth:`for_server` may write for a server of ``version_num``."""
+        base = ("io_method", "shared_buffers", "io_max_combine_limit", "debug_io_direct")
+        if version_num >= WORKER_POOL_VERSION_NUM:
+            return (*base, *_POOL_GUCS)
+        return (*base, "io_workers")
+
+    @classmethod
+    def from_server(cls, values: Mapping[str, str], version_num: int) -> ServerSettings:
+        """The settings a server of ``version_num`` runs with, from its GUC values (base units).
+
+        On 19 and later ``io_workers`` is filled in only when the pool is fixed
+        (``io_min_workers == io_max_workers``); on 18 the two pool fields stay ``None``.
+        """
+        kwargs: dict[str, object] = {}
+        for name in cls.server_names(version_num):
+            if name in values:
+                raw = values[name]
+                kwargs[name] = raw if name in ("io_method", "debug_io_direct") else int(raw)
+        low, high = kwargs.get("io_min_workers"), kwargs.get("io_max_workers")
+        if low is not None and low == high:
+            kwargs["io_workers"] = low
+        return cls(**kwargs)  # type: ignore[arg-type]
+
+
+class SettingNotOnVersion(ValueError):
+    """A server setting that the server's PostgreSQL version does not have (one line)."""
+
+    def __init__(self, setting: str, value: str, version_num: int, reason: str) -> None:
+        self.setting = setting
+        self.version_num = version_num
+        super().__init__(
+            f"{setting} = {value!r} is not a setting of PostgreSQL {_major(version_num)}: {reason}"
+        )
+
+
+def _major(version_num: int) -> str:
+    return str(version_num // 10000)
 
 
 @dataclass(frozen=True)
