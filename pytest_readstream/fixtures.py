@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from ._rerun import RerunStyle, rerun_style, rerun_target
+from ._stash import CALL_FAILED_KEY, IMPL_KEY
 from .config import get_options
 from .protocol import CAPABILITIES
 from .reporting import STATS_PROPERTY
@@ -59,9 +60,6 @@ __all__ = [
     "IMPL_KEY",
     "CALL_FAILED_KEY",
 ]
-
-IMPL_KEY = pytest.StashKey[Any]()
-CALL_FAILED_KEY = pytest.StashKey[bool]()
 
 
 def derive_seed(run_seed: int, nodeid: str) -> int:

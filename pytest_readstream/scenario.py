@@ -124,7 +124,7 @@ def native_version(config: pytest.Config) -> str:
     ``Settings`` default."""
     from reference_impl import Settings
 
-    from .fixtures import IMPL_KEY
+    from ._stash import IMPL_KEY
 
     impl = config.stash.get(IMPL_KEY, None)
     try:
