@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from ..._progress import Progress
 from ...mutants import judge, run_suite
 from .pgsource import READ_STREAM_C
 from .traced_copy import MUTANTS, mutant_problem
@@ -75,9 +77,17 @@ def run_c_kill_matrix(
         "not_applicable": not_applicable,
         "version": version,
     }
+    progress = Progress("C mutants")
+    progress.add(1 + len(names))
+    for name, why in not_applicable.items():
+        print(f"readstream mutants: {name} does not apply: {why}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     out["reference"] = run_suite("postgres", base, timeout_s)
     out["reference"]["seconds"] = round(time.perf_counter() - t0, 1)
+    ref = out["reference"]
+    progress.step(
+        f"unmutated copy: {ref['passed']} passed, {len(ref['failed'])} failed in {ref['seconds']:.0f} s"
+    )
     for name in names:
         t = time.perf_counter()
         res = run_suite("postgres", [*base, f"--readstream-pg-mutant={name}"], timeout_s)
@@ -91,6 +101,13 @@ def run_c_kill_matrix(
             "seconds": round(time.perf_counter() - t, 1),
             **({"output_tail": res["output_tail"]} if "output_tail" in res else {}),
         }
+        m = out["mutants"][name]
+        verdict = (
+            f"killed by {len(m['killing_tests'])} test(s)"
+            if m["killed"]
+            else ("not judged" if m["not_judged"] else "SURVIVED")
+        )
+        progress.step(f"{name}: {verdict} in {m['seconds']:.0f} s")
     out["seconds"] = round(time.perf_counter() - t0, 1)
     out["all_killed"] = all(m["killed"] for m in out["mutants"].values())
     ref = out["reference"]
