@@ -73,3 +73,34 @@ def test_the_kill_matrix_says_how_each_run_went(
     assert "distance-plus-one: SURVIVED" in err
     assert out["mutants"]["no-combine"]["killed"] and not out["mutants"]["distance-plus-one"]["killed"]
     assert out["reference_clean"] and not out["all_killed"]
+
+
+def test_fail_fast_stops_only_the_mutants_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--fail-fast``: each mutant's run gets ``--maxfail=1``; the unmutated copy runs whole (a kill
+    counts only tests it passed)."""
+    from pytest_readstream.postgres.builds import cmutants
+
+    seen: list[list[str]] = []
+
+    def fake_run_suite(impl: str, args: list[str], timeout_s: float) -> dict[str, Any]:
+        seen.append(list(args))
+        mutant = any(a.startswith("--readstream-pg-mutant=") for a in args)
+        return {
+            "failed": ["a"] if mutant else [],
+            "passed": 1,
+            "passed_tests": ["a"],
+            "skipped": 0,
+            "exit_code": 1 if mutant else 0,
+        }
+
+    monkeypatch.setattr(cmutants, "run_suite", fake_run_suite)
+    out = cmutants.run_c_kill_matrix([], [], ["no-combine"], fail_fast=True)
+    assert "--maxfail=1" not in seen[0]
+    assert "--maxfail=1" in seen[1]
+    assert out["fail_fast"] and out["all_killed"]
+
+
+def test_fail_fast_is_for_the_c_mutants(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutants", "--fail-fast"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--fail-fast needs --impl postgres" in err[0]

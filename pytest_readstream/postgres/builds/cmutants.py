@@ -46,6 +46,7 @@ def run_c_kill_matrix(
     source: Path | None = None,
     bufmgr_h: str | None = None,
     version: str | None = None,
+    fail_fast: bool = False,
 ) -> dict[str, Any]:
     """Run the suite against the unmutated traced copy and each C mutant; who killed whom.
 
@@ -55,6 +56,9 @@ def run_c_kill_matrix(
     ``reference`` and each run's wall time in seconds. With ``source`` (the tree) and
     ``bufmgr_h`` (the server's ``storage/bufmgr.h``), each mutant is first checked against the
     tree: one that does not apply goes into ``not_applicable`` (name -> one line) and is not run.
+    With ``fail_fast`` each mutant's run stops at its first failing test (``--maxfail=1``), so a
+    mutant lists one killing test; the unmutated copy always runs whole, since a kill counts only
+    tests it passed.
     """
     names = list(MUTANTS) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in MUTANTS]
@@ -76,6 +80,7 @@ def run_c_kill_matrix(
         "mutants": {},
         "not_applicable": not_applicable,
         "version": version,
+        "fail_fast": fail_fast,
     }
     progress = Progress("C mutants")
     progress.add(1 + len(names))
@@ -90,7 +95,8 @@ def run_c_kill_matrix(
     )
     for name in names:
         t = time.perf_counter()
-        res = run_suite("postgres", [*base, f"--readstream-pg-mutant={name}"], timeout_s)
+        stop = ["--maxfail=1"] if fail_fast else []
+        res = run_suite("postgres", [*base, *stop, f"--readstream-pg-mutant={name}"], timeout_s)
         out["mutants"][name] = {
             "doc": MUTANTS[name].bug,
             # Killed only by tests the unmutated copy passed in this run (mutants.judge).
