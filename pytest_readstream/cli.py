@@ -758,12 +758,14 @@ def _cmd_review(argv: Sequence[str]) -> int:
         raise CliError(
             f"review needs the 'postgres' extra (pip install 'pytest-readstream[postgres,pgbuild]'): {exc}"
         ) from None
+    from .review.report import format_markdown, format_text
+    from .review.run import ReviewOptions, prepare, run_review
+
     try:
         inputs = check_inputs(args.base, args.patch, args.patched)
+        prepared = prepare(inputs)  # the patched copy: a patch that does not apply is one line
     except ReviewInputError as exc:
         raise CliError(str(exc)) from None
-    from .review.report import format_markdown, format_text
-    from .review.run import ReviewOptions, run_review
 
     options = ReviewOptions(
         workers=args.workers,
@@ -778,7 +780,7 @@ def _cmd_review(argv: Sequence[str]) -> int:
     )
     try:
         report = run_review(
-            inputs, options, progress=lambda m: print(f"readstream review: {m}", file=sys.stderr, flush=True)
+            inputs, options, prepared=prepared, progress=lambda m: print(f"readstream review: {m}", file=sys.stderr, flush=True)
         )
     except (ReviewInputError, PgHarnessError) as exc:
         raise CliError(str(exc).splitlines()[0]) from None

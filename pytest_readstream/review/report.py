@@ -38,7 +38,7 @@ __all__ = [
     "changed_tests",
     "format_markdown",
     "format_text",
-    "test_kind",
+    "kind_of",
 ]
 
 SCHEMA = "pytest-readstream/review"
@@ -50,7 +50,7 @@ _VERSION_PARAM = re.compile(r"\[(?:[^\]]*-)?pg(18|19|20devel)\b")
 _KINDS = ("contract", "implementation")
 
 
-def test_kind(test: dict[str, Any]) -> tuple[str, str]:
+def kind_of(test: dict[str, Any]) -> tuple[str, str]:
     """``(kind, where from)`` of a report's test entry: ``contract`` or ``implementation``."""
     inv = test.get("invariant") or {}
     for source, value in (
@@ -76,7 +76,7 @@ def _entry(nodeid: str, b: dict[str, Any] | None, p: dict[str, Any] | None) -> d
     op = (p or {}).get("outcome", "absent")
     source = p if op in _FAILING else (b or p or {})
     inv = (source or {}).get("invariant") or {}
-    kind, kind_from = test_kind(source or {"nodeid": nodeid})
+    kind, kind_from = kind_of(source or {"nodeid": nodeid})
     return {
         "nodeid": nodeid,
         "base": ob,

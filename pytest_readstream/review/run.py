@@ -144,7 +144,11 @@ class _Clock:
 
 
 def run_review(
-    inputs: ReviewInputs, options: ReviewOptions, *, progress: Callable[[str], None] | None = None
+    inputs: ReviewInputs,
+    options: ReviewOptions,
+    *,
+    prepared: tuple[Path, ReviewPlan] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """The whole review; the result dict of :func:`.report.build_report`'s input."""
     from ..postgres.builds.pgbuild import BuildOptions
@@ -153,7 +157,8 @@ def run_review(
 
     clock = _Clock(progress or (lambda _m: None))
     clock.say(f"base {inputs.base} (PostgreSQL {inputs.version}); patch {inputs.patch or inputs.patched}")
-    tree, plan = prepare(inputs)
+    # The patch is applied before anything is said (a patch that does not apply is one line).
+    tree, plan = prepared if prepared is not None else prepare(inputs)
     clock.say(f"patched copy {tree}: {len(plan.touched)} files touched; {plan.reason}")
     clock.done("prepare")
     build_options = BuildOptions(version=inputs.version, jobs=options.jobs)
