@@ -741,6 +741,11 @@ def _cmd_review(argv: Sequence[str]) -> int:
     p.add_argument("--no-suite", action="store_true", help="leave the conformance suite out")
     p.add_argument("--no-compare", action="store_true", help="leave compare's scenarios out")
     p.add_argument("--no-timing", action="store_true", help="leave the timing out")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="run both sides even when the patch changes no code (only comments, white space, tests, docs)",
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
     _check_output("--markdown", args.markdown)
@@ -775,12 +780,16 @@ def _cmd_review(argv: Sequence[str]) -> int:
         skip_suite=args.no_suite,
         skip_compare=args.no_compare,
         skip_timing=args.no_timing,
+        full=args.full,
         jobs=args.jobs,
         plot_dir=Path(args.plot_dir) if args.plot_dir else None,
     )
     try:
         report = run_review(
-            inputs, options, prepared=prepared, progress=lambda m: print(f"readstream review: {m}", file=sys.stderr, flush=True)
+            inputs,
+            options,
+            prepared=prepared,
+            progress=lambda m: print(f"readstream review: {m}", file=sys.stderr, flush=True),
         )
     except (ReviewInputError, PgHarnessError) as exc:
         raise CliError(str(exc).splitlines()[0]) from None

@@ -90,8 +90,19 @@ def _entry(nodeid: str, b: dict[str, Any] | None, p: dict[str, Any] | None) -> d
     }
 
 
-def changed_tests(base: dict[str, Any], patched: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """The tests whose outcome differs between two suite reports, grouped (module docstring)."""
+def _unstable(runs: dict[str, list[str]] | None) -> bool:
+    """Whether reruns show the difference is timing's: one side varied, or both saw one outcome."""
+    if not runs:
+        return False
+    b, p = set(runs.get("base") or []), set(runs.get("patched") or [])
+    return len(b) > 1 or len(p) > 1 or bool(b & p)
+
+
+def changed_tests(
+    base: dict[str, Any], patched: dict[str, Any], reruns: dict[str, dict[str, list[str]]] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The tests whose outcome differs between two suite reports, grouped (module docstring);
+    a difference the reruns show to depend on timing goes to ``timing_dependent``."""
     bt = {t["nodeid"]: t for t in base.get("tests") or []}
     pt = {t["nodeid"]: t for t in patched.get("tests") or []}
     groups: dict[str, list[dict[str, Any]]] = {
@@ -99,6 +110,7 @@ def changed_tests(base: dict[str, Any], patched: dict[str, Any]) -> dict[str, li
         "changed_expectations": [],
         "fixed": [],
         "one_side_only": [],
+        "timing_dependent": [],
     }
     for nodeid in sorted(set(bt) | set(pt)):
         b, p = bt.get(nodeid), pt.get(nodeid)
@@ -106,6 +118,12 @@ def changed_tests(base: dict[str, Any], patched: dict[str, Any]) -> dict[str, li
         if ob == op:
             continue
         e = _entry(nodeid, b, p)
+        runs = (reruns or {}).get(nodeid)
+        if runs:
+            e["runs"] = runs
+        if _unstable(runs):
+            groups["timing_dependent"].append(e)
+            continue
         if op in _FAILING and ob in _PASSING:
             groups["broken_invariants" if e["kind"] == "contract" else "changed_expectations"].append(e)
         elif ob == "xfailed" and op in _PASSING:
@@ -172,14 +190,24 @@ def build_report(result: dict[str, Any]) -> dict[str, Any]:
                 "output_tail": rep.get("output_tail"),
             }
     changed = (
-        changed_tests(suites["base"], suites["patched"])
+        changed_tests(suites["base"], suites["patched"], result.get("reruns"))
         if "base" in suites and "patched" in suites
-        else {"broken_invariants": [], "changed_expectations": [], "fixed": [], "one_side_only": []}
+        else {
+            k: []
+            for k in (
+                "broken_invariants",
+                "changed_expectations",
+                "fixed",
+                "one_side_only",
+                "timing_dependent",
+            )
+        }
     )
     scenarios = _scenario_rows(result.get("compare"))
     differing = [s["scenario"] for s in scenarios if s.get("differences")]
     same_verdict = len({v["verdict"] for v in verdicts.values()}) <= 1
-    any_change = any(changed.values()) or bool(differing) or not same_verdict
+    counted = {k: v for k, v in changed.items() if k != "timing_dependent"}
+    any_change = any(counted.values()) or bool(differing) or not same_verdict
     conclusion = "no change" if not any_change else "changes"
     reasons = []
     if not same_verdict:
@@ -193,6 +221,8 @@ def build_report(result: dict[str, Any]) -> dict[str, Any]:
         if changed[key]:
             n = len(changed[key])
             reasons.append(f"{n} {text}{'s' if n != 1 else ''}")
+    if result.get("no_code_change"):
+        reasons.append("the patch changes no code: every touched C file has the base's tokens (nothing run)")
     if differing:
         reasons.append(f"{len(differing)} scenario{'s' if len(differing) != 1 else ''} differ")
     return {
@@ -205,6 +235,7 @@ def build_report(result: dict[str, Any]) -> dict[str, Any]:
         "changed_tests": changed,
         "scenarios": scenarios,
         "differing_scenarios": differing,
+        "no_code_change": bool(result.get("no_code_change")),
         "timing": result.get("timing"),
         "plots": result.get("plots") or [],
         "seconds": result.get("seconds"),
@@ -263,6 +294,7 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
         ("changed_expectations", "Changed expectations (what a version does, changed by the patch)"),
         ("fixed", "Fixed (failed on the base, pass patched)"),
         ("one_side_only", "Ran on one side only"),
+        ("timing_dependent", "Timing-dependent, not counted (the outcome varied between runs of one side)"),
     )
     any_changed = False
     for key, title in titles:
@@ -274,6 +306,10 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
         for t in tests:
             tier = f" [{t['family']} {t['tier']}]" if t.get("family") else ""
             out.append(f"{bullet}{code(t['nodeid'])}{tier}: {t['base']} -> {t['patched']}")
+            if t.get("runs"):
+                out.append(
+                    f"    runs: base {', '.join(t['runs']['base'])}; patched {', '.join(t['runs']['patched'])}"
+                )
             if t.get("note"):
                 out.append(f"    {t['note']}")
             if t.get("first_violation"):

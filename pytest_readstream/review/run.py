@@ -55,6 +55,8 @@ class ReviewOptions:
     skip_suite: bool = False
     skip_compare: bool = False
     skip_timing: bool = False
+    #: Run both sides even when the patch changes no code (comments, white space, tests, docs).
+    full: bool = False
     jobs: int | None = None
     plot_dir: Path | None = None
     extra_pytest: list[str] = field(default_factory=list)
@@ -90,6 +92,7 @@ def run_side_suite(
     options: ReviewOptions,
     *,
     stream_tests_only: bool,
+    tests: list[str] | None = None,
 ) -> dict[str, Any]:
     """The conformance suite against the server of ``bindir`` with ``source``'s traced read_stream.c;
     its JSON report (``--readstream-report``), with ``exit_code`` and ``output_tail`` added."""
@@ -98,7 +101,7 @@ def run_side_suite(
         "-m",
         "pytest",
         "--pyargs",
-        "readstream_conformance",
+        *(["readstream_conformance"] if tests is None else []),
         "-q",
         "-p",
         "no:cacheprovider",
@@ -113,7 +116,9 @@ def run_side_suite(
     ]
     if options.workers not in ("0", ""):
         cmd += ["-n", options.workers]
-    if stream_tests_only:
+    if tests is not None:
+        cmd += [_pyarg(t) for t in tests]
+    elif stream_tests_only:
         cmd += list(STREAM_TESTS_ONLY)
     cmd += list(options.extra_pytest)
     env = dict(os.environ)
@@ -125,6 +130,105 @@ def run_side_suite(
     if proc.returncode not in (0, 1) or not data.get("tests"):
         data["output_tail"] = (proc.stdout + proc.stderr)[-3000:]
     return data
+
+
+def _pyarg(nodeid: str) -> str:
+    """A report's ``conformance/test_x.py::name[p]`` as ``--pyargs`` takes it."""
+    path, _, rest = nodeid.partition("::")
+    module = path.removeprefix("conformance/").removesuffix(".py").replace("/", ".")
+    return f"readstream_conformance.{module}::{rest}" if rest else f"readstream_conformance.{module}"
+
+
+def _suite_key(bindir: Path, source: Path, options: ReviewOptions, stream_tests_only: bool) -> str:
+    """What a side's suite result depends on: the build, the source, the suite's and the harness's
+    code, and the run's options (a base measured once is reused by every review of it)."""
+    import hashlib
+    import importlib.util
+
+    from .. import __file__ as harness_init
+    from ..postgres.builds.pgtree import tree_digest
+
+    h = hashlib.sha256()
+    manifest = Path(bindir).parent / "readstream-build.json"
+    h.update(manifest.read_bytes() if manifest.is_file() else str(bindir).encode())
+    h.update(tree_digest(source).digest.encode())
+    spec = importlib.util.find_spec("readstream_conformance")
+    suite_dir = Path(spec.origin).parent if spec is not None and spec.origin else Path(harness_init).parent
+    for top in (suite_dir, Path(harness_init).parent):
+        for path in sorted(top.rglob("*")):
+            if path.suffix in (".py", ".c", ".h", ".txt", ".sql") and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(top)).encode() + b"\0" + path.read_bytes())
+    h.update(repr((options.workers, options.hypothesis_profile, options.seed, options.extra_pytest)).encode())
+    h.update(b"stream-only" if stream_tests_only else b"all")
+    return h.hexdigest()[:20]
+
+
+def cached_side_suite(
+    bindir: Path,
+    source: Path,
+    options: ReviewOptions,
+    work: Path,
+    *,
+    stream_tests_only: bool,
+    cache: Path | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """The base's suite result from the cache when this build, source, code and options ran it
+    before; else run and keep it. ``(report, whether it came from the cache)``."""
+    key = _suite_key(bindir, source, options, stream_tests_only)
+    where = (cache or review_cache_dir()) / "suites" / f"{key}.json"
+    if where.is_file():
+        try:
+            return json.loads(where.read_text()), True
+        except ValueError:
+            pass
+    data = run_side_suite(bindir, source, work / "base.json", options, stream_tests_only=stream_tests_only)
+    if data.get("tests") and data.get("exit_code") in (0, 1):
+        where.parent.mkdir(parents=True, exist_ok=True)
+        tmp = where.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(where)
+    return data, False
+
+
+def confirm_changes(
+    sides: dict[str, tuple[Path, Path]],
+    suites: dict[str, Any],
+    options: ReviewOptions,
+    work: Path,
+    say: Callable[[str], None],
+    *,
+    rounds: int = 2,
+    limit: int = 40,
+) -> dict[str, dict[str, list[str]]]:
+    """Rerun each test whose outcome differs between the sides ``rounds`` more times on each side.
+
+    A test whose outcome varies between runs of one side, or that was seen with one outcome on
+    both sides, is timing-dependent (19+'s read-ahead grows only after a real wait): its
+    difference is not the patch's (:func:`.report.changed_tests` sets it apart). Returns
+    ``{nodeid: {"base": [outcomes], "patched": [outcomes]}}`` for the tests rerun (the first
+    ``limit``).
+    """
+    bt = {t["nodeid"]: t["outcome"] for t in suites["base"].get("tests") or []}
+    pt = {t["nodeid"]: t["outcome"] for t in suites["patched"].get("tests") or []}
+    changed = sorted(n for n in set(bt) & set(pt) if bt[n] != pt[n])[:limit]
+    seen: dict[str, dict[str, list[str]]] = {n: {"base": [bt[n]], "patched": [pt[n]]} for n in changed}
+    if not changed:
+        return seen
+    say(f"{len(changed)} tests changed their outcome: rerunning them {rounds} more times on each side")
+    for round_no in range(rounds):
+        for label, (bindir, source) in sides.items():
+            rep = run_side_suite(
+                bindir,
+                source,
+                work / f"rerun-{label}-{round_no}.json",
+                options,
+                stream_tests_only=False,
+                tests=changed,
+            )
+            got = {t["nodeid"]: t["outcome"] for t in rep.get("tests") or []}
+            for n in changed:
+                seen[n][label].append(got.get(n, "absent"))
+    return seen
 
 
 class _Clock:
@@ -161,6 +265,22 @@ def run_review(
     tree, plan = prepared if prepared is not None else prepare(inputs)
     clock.say(f"patched copy {tree}: {len(plan.touched)} files touched; {plan.reason}")
     clock.done("prepare")
+    if plan.no_code_change and not options.full:
+        # Token-identical sources compile to the same code (only __LINE__ may move): there is
+        # nothing the two sides could do differently, so nothing is built or run (--full runs).
+        clock.say("no code changed (every touched C file has the base's tokens): nothing to build or run")
+        return build_report(
+            {
+                "base": {"tree": str(inputs.base), "version": inputs.version},
+                "patched": {"tree": str(tree)},
+                "patch": str(inputs.patch) if inputs.patch else None,
+                "patched_tree_given": str(inputs.patched) if inputs.patched else None,
+                "plan": plan.to_dict(),
+                "build": {"patched": "none: no code changed"},
+                "no_code_change": True,
+                "seconds": {**clock.phases, "total": round(time.monotonic() - clock.start, 1)},
+            }
+        )
     build_options = BuildOptions(version=inputs.version, jobs=options.jobs)
     base_build = build_tree(inputs.base, build_options, progress=lambda m: clock.say(f"pg-build (base): {m}"))
     base_bin = base_build.build.bindir
@@ -181,6 +301,7 @@ def run_review(
     clock.done("build")
     sides = {"base": (base_bin, inputs.base), "patched": (patched_bin, tree)}
     suites: dict[str, Any] = {}
+    reruns: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="readstream-review-") as tmp:
         work = Path(tmp)
         if not options.skip_suite:
@@ -188,9 +309,20 @@ def run_review(
                 clock.say(
                     f"suite on the {label} side ({'stream tests' if plan.mode == 'traced' else 'all tests'})"
                 )
-                suites[label] = run_side_suite(
-                    bindir, source, work / f"{label}.json", options, stream_tests_only=plan.mode == "traced"
-                )
+                if label == "base":
+                    suites[label], cached = cached_side_suite(
+                        bindir, source, options, work, stream_tests_only=plan.mode == "traced"
+                    )
+                    if cached:
+                        clock.say("suite on the base side: measured before for this build, source and code")
+                else:
+                    suites[label] = run_side_suite(
+                        bindir,
+                        source,
+                        work / f"{label}.json",
+                        options,
+                        stream_tests_only=plan.mode == "traced",
+                    )
                 summary = suites[label].get("summary") or {}
                 clock.say(
                     f"suite on the {label} side: "
@@ -198,6 +330,8 @@ def run_review(
                         f"{summary.get(k, 0)} {k}" for k in ("passed", "failed", "skipped", "xfailed")
                     )
                 )
+            if all(suites.get(k, {}).get("tests") for k in ("base", "patched")):
+                reruns = confirm_changes(sides, suites, options, work, clock.say)
         clock.done("suite")
         comparison = None
         if not options.skip_compare:
@@ -233,6 +367,7 @@ def run_review(
         "plan": plan.to_dict(),
         "build": build_info,
         "suites": suites,
+        "reruns": reruns,
         "compare": comparison,
         "timing": timing,
         "plots": plots,

@@ -110,3 +110,19 @@ def test_a_patch_applies_to_a_copy_and_names_its_files(tmp_path: Path) -> None:
     assert "distance = 1;" in (copy / STREAM).read_text()
     hunks = patch_hunks(patch.read_text())
     assert [(h.path, h.number) for h in hunks] == [(STREAM, 1)]
+
+
+def test_a_comment_only_patch_is_no_change_without_building(tmp_path: Path) -> None:
+    patch = _patch(tmp_path, "\t/* Stop looking ahead. */", "\t/* Stop looking ahead: nothing new starts. */")
+    base = fake_tree(tmp_path / "base")  # no build of it exists: nothing may be built
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest_readstream.cli", "review", "--base", str(base), "--patch", str(patch)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines()[0] == "readstream review: NO CHANGE"
+    assert "the patch changes no code" in out.stdout
+    assert "nothing to build or run" in out.stderr
