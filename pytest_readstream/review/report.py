@@ -365,6 +365,8 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
             ]
         for r in timing["rows"]:
             ratio = "-" if r.get("ratio") is None else f"{r['ratio']:.2f}"
+            if r.get("within_noise"):
+                ratio += " (runs overlap)"
             if md:
                 out.append(
                     f"| {r['profile']} | {r['device']} | {r['what']} | {r['base_ms']:.1f} | {r['patched_ms']:.1f} | {ratio} |"

@@ -154,6 +154,9 @@ def run_timing(
                         "base_runs_ms": [round(x, 2) for x in runs["base"]],
                         "patched_runs_ms": [round(x, 2) for x in runs["patched"]],
                         "ratio": round(p / b, 3) if b > 0 else None,
+                        # The two sides' runs interleave: the ratio says nothing beyond the noise.
+                        "within_noise": max(runs["base"]) >= min(runs["patched"])
+                        and max(runs["patched"]) >= min(runs["base"]),
                     }
                 )
                 say(f"timing: {profile.name} {name}: base {b:.1f} ms, patched {p:.1f} ms")
