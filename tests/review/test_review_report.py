@@ -144,6 +144,11 @@ def test_the_kind_comes_from_the_test_first_then_a_version_parameter() -> None:
     assert kind_of({"nodeid": "t.py::x", "invariant": {"kind": "contract"}})[0] == "contract"
     assert kind_of({"nodeid": "t.py::x[pg19-sync]"}) == ("implementation", "version-parameter")
     assert kind_of({"nodeid": "t.py::x[4]"}) == ("contract", "default")
+    failed = {
+        "nodeid": "t.py::x[4]",
+        "message": "conformance._harness.ImplementationExpectation: reset waited",
+    }
+    assert kind_of(failed) == ("implementation", "ImplementationExpectation")
 
 
 def test_changed_tests_are_grouped_broken_apart_from_changed_expectations() -> None:
