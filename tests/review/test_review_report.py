@@ -4,7 +4,10 @@ tests whose outcome changed in their groups, the scenarios' first differing read
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pytest_readstream.review.report import (
     build_report,
@@ -196,3 +199,12 @@ def test_no_change_when_nothing_differs() -> None:
     assert report["conclusion"] == "no change", report["conclusion_reasons"]
     assert format_text(report).splitlines()[0] == "readstream review: NO CHANGE"
     assert "no test changed its outcome" in format_text(report)
+
+
+def test_the_read_size_plot_is_drawn_from_a_recorded_comparison(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from pytest_readstream.review.plots import plot_read_sizes
+
+    path = plot_read_sizes(COMPARE, tmp_path / "reads.png")
+    assert path is not None and path.stat().st_size > 1000
+    assert plot_read_sizes({"scenarios": [COMPARE["scenarios"][1]]}, tmp_path / "none.png") is None
