@@ -742,6 +742,11 @@ def _cmd_review(argv: Sequence[str]) -> int:
     p.add_argument("--no-compare", action="store_true", help="leave compare's scenarios out")
     p.add_argument("--no-timing", action="store_true", help="leave the timing out")
     p.add_argument(
+        "--allow-other-base",
+        action="store_true",
+        help="apply a git patch whose 'index' lines name other file contents than the base's",
+    )
+    p.add_argument(
         "--full",
         action="store_true",
         help="run both sides even when the patch changes no code (only comments, white space, tests, docs)",
@@ -768,7 +773,9 @@ def _cmd_review(argv: Sequence[str]) -> int:
 
     try:
         inputs = check_inputs(args.base, args.patch, args.patched)
-        prepared = prepare(inputs)  # the patched copy: a patch that does not apply is one line
+        prepared = prepare(
+            inputs, allow_other_base=args.allow_other_base
+        )  # the patched copy: a patch that does not apply is one line
     except ReviewInputError as exc:
         raise CliError(str(exc)) from None
 

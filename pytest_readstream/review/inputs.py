@@ -157,13 +157,45 @@ def _git() -> str:
     return git
 
 
-def apply_patch(tree: Path, patch: Path, *, label: str = "--patch") -> list[str]:
+_INDEX = re.compile(
+    r"^diff --git a/(\S+) b/\S+\n(?:(?!diff --git)[^\n]*\n)*?index ([0-9a-f]+)\.\.[0-9a-f]+", re.M
+)
+
+
+def _blob_hash(path: Path) -> str:
+    """git's object name of a file's content (``git hash-object``)."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def check_pre_images(tree: Path, patch: Path, text: str, *, label: str = "--patch") -> None:
+    """A git patch names each file's content it was made against (``index OLD..NEW``): every such
+    file of ``tree`` must be that content, or the patch belongs to another version or commit."""
+    for rel, old in _INDEX.findall(text):
+        if set(old) == {"0"}:
+            continue  # a new file
+        path = tree / rel
+        have = _blob_hash(path) if path.is_file() else None
+        if have is None or not have.startswith(old):
+            base = f"the base's is {have[: len(old)]}" if have else "the base has no such file"
+            raise ReviewInputError(
+                f"{label} {patch} was made against another {rel} (index {old}; {base}): a patch of "
+                "another version or commit; give the tree it was made for, or --allow-other-base"
+            )
+
+
+def apply_patch(
+    tree: Path, patch: Path, *, label: str = "--patch", allow_other_base: bool = False
+) -> list[str]:
     """Apply ``patch`` to ``tree`` with ``git apply`` (all or nothing); the files it touches.
 
-    A patch that does not apply is one line naming the first hunk that failed.
+    A patch made against other contents of a file than the tree's is refused (unless
+    ``allow_other_base``); a patch that does not apply is one line naming the first hunk that failed.
     """
     git = _git()
     text = patch.read_text(errors="replace")
+    if not allow_other_base:
+        check_pre_images(tree, patch, text, label=label)
     base_cmd = [git, "apply", "-p1", "--whitespace=nowarn"]
     # --unsafe-paths off, no index: the tree need not be a git checkout.
     check = subprocess.run(

@@ -69,14 +69,16 @@ def review_cache_dir() -> Path:
     return root / "pytest-readstream" / "review"
 
 
-def prepare(inputs: ReviewInputs, *, cache: Path | None = None) -> tuple[Path, ReviewPlan]:
+def prepare(
+    inputs: ReviewInputs, *, cache: Path | None = None, allow_other_base: bool = False
+) -> tuple[Path, ReviewPlan]:
     """The patched copy of the base (made again each time: the patch may have changed) and its plan."""
     root = (cache or review_cache_dir()) / inputs.key()
     tree = root / "tree"
     copy_tree(inputs.base, tree)
     read_only_safe(tree)
     if inputs.patch is not None:
-        touched = apply_patch(tree, inputs.patch)
+        touched = apply_patch(tree, inputs.patch, allow_other_base=allow_other_base)
     else:
         assert inputs.patched is not None
         touched = changed_files(inputs.base, inputs.patched)

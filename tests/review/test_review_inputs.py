@@ -53,7 +53,9 @@ def test_a_patch_that_does_not_apply_names_its_first_failed_hunk(tmp_path: Path)
     (other / STREAM).write_text(
         (other / STREAM).read_text().replace("distance = 0", "readahead_distance = 0")
     )
-    line = _one_line_exit_2(_review("--base", str(other), "--patch", str(patch)), "hunk 1 of 1 of", STREAM)
+    # --allow-other-base: past the check of the file's content (its 'index' line), to the hunk.
+    out = _review("--base", str(other), "--patch", str(patch), "--allow-other-base")
+    line = _one_line_exit_2(out, "hunk 1 of 1 of", STREAM)
     assert "does not apply to the base tree" in line and "@@ -" in line
 
 
@@ -126,3 +128,19 @@ def test_a_comment_only_patch_is_no_change_without_building(tmp_path: Path) -> N
     assert out.stdout.splitlines()[0] == "readstream review: NO CHANGE"
     assert "the patch changes no code" in out.stdout
     assert "nothing to build or run" in out.stderr
+
+
+def test_a_patch_made_against_another_version_of_a_file(tmp_path: Path) -> None:
+    patch = _patch(tmp_path, "\tstream->distance = 0;", "\tstream->distance = 1;")
+    other = fake_tree(tmp_path / "other")  # the hunk still applies, but the file is another one
+    (other / STREAM).write_text((other / STREAM).read_text() + "\n/* 19's read_stream.c */\n")
+    line = _one_line_exit_2(
+        _review("--base", str(other), "--patch", str(patch)), "was made against another", STREAM
+    )
+    assert "--allow-other-base" in line
+    from pytest_readstream.review.run import prepare
+
+    tree, plan = prepare(
+        check_inputs(str(other), str(patch), None), cache=tmp_path / "cache", allow_other_base=True
+    )
+    assert plan.code_changed == (STREAM,) and "distance = 1;" in (tree / STREAM).read_text()
