@@ -771,6 +771,9 @@ def _cmd_review(argv: Sequence[str]) -> int:
     from .review.report import format_markdown, format_text
     from .review.run import ReviewOptions, prepare, run_review
 
+    import time
+
+    started = time.monotonic()  # the review's time includes making the patched copy
     try:
         inputs = check_inputs(args.base, args.patch, args.patched)
         prepared = prepare(
@@ -796,6 +799,7 @@ def _cmd_review(argv: Sequence[str]) -> int:
             inputs,
             options,
             prepared=prepared,
+            started=started,
             progress=lambda m: print(f"readstream review: {m}", file=sys.stderr, flush=True),
         )
     except (ReviewInputError, PgHarnessError) as exc:

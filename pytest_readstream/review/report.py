@@ -286,13 +286,15 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
     if build.get("patched"):
         out.append(f"{bullet}patched server: {build['patched']}")
     out.append("")
-    out.append(h("Verdicts"))
+    if report.get("verdicts"):
+        out.append(h("Verdicts"))
     for label in ("base", "patched"):
         v = (report.get("verdicts") or {}).get(label)
         if v:
             out.append(f"{bullet}{label}: **{v['verdict']}**" if md else f"  {label:<8} {v['verdict']}")
             out.append(f"{'  ' if md else '           '}{v['line']}")
-    out.append("")
+    if report.get("verdicts"):
+        out.append("")
     groups = report.get("changed_tests") or {}
     titles = (
         ("broken_invariants", "Broken invariants (a contract the patched side no longer keeps)"),
@@ -326,10 +328,11 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
                     f"    kind: {t['kind']} (from {t['kind_from']}; the test states no readstream_kind)"
                 )
         out.append("")
-    if not any_changed:
+    if not any_changed and report.get("verdicts"):
         out += ["no test changed its outcome", ""]
-    out.append(h("Scenarios (readstream compare)"))
-    if md:
+    if report.get("scenarios"):
+        out.append(h("Scenarios (readstream compare)"))
+    if md and report.get("scenarios"):
         out += ["| scenario | base | patched | first read that differs |", "| --- | --- | --- | --- |"]
     for s in report.get("scenarios") or []:
         if "skipped" in s:
@@ -355,7 +358,8 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
                 out.append(f"  {'':<24} first read that differs: {first}")
             for d in s.get("differences") or []:
                 out.append(f"  {'':<24} differs: {d}")
-    out.append("")
+    if report.get("scenarios"):
+        out.append("")
     timing = report.get("timing") or {}
     if timing.get("rows"):
         out.append(

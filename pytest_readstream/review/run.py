@@ -234,8 +234,8 @@ def confirm_changes(
 
 
 class _Clock:
-    def __init__(self, say: Callable[[str], None]) -> None:
-        self.start = time.monotonic()
+    def __init__(self, say: Callable[[str], None], start: float | None = None) -> None:
+        self.start = time.monotonic() if start is None else start
         self.phases: dict[str, float] = {}
         self._say = say
         self._t = self.start
@@ -254,6 +254,7 @@ def run_review(
     options: ReviewOptions,
     *,
     prepared: tuple[Path, ReviewPlan] | None = None,
+    started: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """The whole review; the result dict of :func:`.report.build_report`'s input."""
@@ -261,7 +262,7 @@ def run_review(
     from ..postgres.builds.pgtree import build_tree
     from .report import build_report
 
-    clock = _Clock(progress or (lambda _m: None))
+    clock = _Clock(progress or (lambda _m: None), started)
     clock.say(f"base {inputs.base} (PostgreSQL {inputs.version}); patch {inputs.patch or inputs.patched}")
     # The patch is applied before anything is said (a patch that does not apply is one line).
     tree, plan = prepared if prepared is not None else prepare(inputs)
