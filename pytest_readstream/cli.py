@@ -35,6 +35,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -770,8 +771,6 @@ def _cmd_review(argv: Sequence[str]) -> int:
         ) from None
     from .review.report import format_markdown, format_text
     from .review.run import ReviewOptions, prepare, run_review
-
-    import time
 
     started = time.monotonic()  # the review's time includes making the patched copy
     try:
