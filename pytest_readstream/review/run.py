@@ -199,7 +199,7 @@ def confirm_changes(
     work: Path,
     say: Callable[[str], None],
     *,
-    rounds: int = 2,
+    rounds: int = 1,
     limit: int = 40,
 ) -> dict[str, dict[str, list[str]]]:
     """Rerun each test whose outcome differs between the sides ``rounds`` more times on each side.
