@@ -144,3 +144,38 @@ def test_a_patch_made_against_another_version_of_a_file(tmp_path: Path) -> None:
         check_inputs(str(other), str(patch), None), cache=tmp_path / "cache", allow_other_base=True
     )
     assert plan.code_changed == (STREAM,) and "distance = 1;" in (tree / STREAM).read_text()
+
+
+def test_the_review_as_a_pytest_run(tmp_path: Path) -> None:
+    patch = _patch(tmp_path, "\t/* Stop looking ahead. */", "\t/* Stop looking ahead: nothing new starts. */")
+    base = fake_tree(tmp_path / "base")
+    run = tmp_path / "run"
+    run.mkdir()
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "pytest_readstream.review.pytest_plugin",
+        "-p",
+        "no:cacheprovider",
+    ]
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    ok = subprocess.run(
+        [*cmd, f"--readstream-review-base={base}", f"--readstream-review-patch={patch}", "-rA"],
+        cwd=run,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert ok.returncode == 0 and "1 passed" in ok.stdout, ok.stdout[-2000:] + ok.stderr[-2000:]
+    bad = subprocess.run(
+        [*cmd, f"--readstream-review-base={tmp_path}", f"--readstream-review-patch={patch}"],
+        cwd=run,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert bad.returncode == 4 and "not a PostgreSQL source tree" in bad.stderr, bad.stderr
