@@ -16,7 +16,7 @@ What it says, in this order:
    Which kind a test is comes from the test itself when it says so (``readstream_kind`` =
    ``"contract"`` | ``"implementation"``, in its report entry or its invariant marker), or from
    the check that failed (the harness raises ``ImplementationExpectation`` for a per-version
-   expectation); otherwise a test whose parameters name a version (``pg18-``, ``pg19-``,
+   expectation, ``ConformanceViolation`` for a contract); otherwise a test whose parameters name a version (``pg18-``, ``pg19-``,
    ``pg20devel-``) is an implementation expectation, and any other test a contract (the report
    says which rule decided: ``kind_from``);
 3. **per compare scenario**, the first read that differs and the totals (reads, bytes, pins,
@@ -64,8 +64,11 @@ def kind_of(test: dict[str, Any]) -> tuple[str, str]:
             return str(value), source
     # The harness's ImplementationExpectation (a per-version expectation that did not hold)
     # names itself in the failure's first line.
-    if "ImplementationExpectation" in (test.get("message") or "").split("\n", 1)[0]:
+    first = (test.get("message") or "").split("\n", 1)[0]
+    if "ImplementationExpectation" in first:
         return "implementation", "ImplementationExpectation"
+    if "ConformanceViolation" in first:
+        return "contract", "ConformanceViolation"  # the check that failed states a contract
     if _VERSION_PARAM.search(test.get("nodeid", "")):
         return "implementation", "version-parameter"
     return "contract", "default"

@@ -152,6 +152,12 @@ def test_the_kind_comes_from_the_test_first_then_a_version_parameter() -> None:
         "message": "conformance._harness.ImplementationExpectation: reset waited",
     }
     assert kind_of(failed) == ("implementation", "ImplementationExpectation")
+    # A contract check that failed in a version-stated test is a broken contract all the same.
+    leak = {
+        "nodeid": "t.py::x[pg20devel-sync]",
+        "message": "conformance._harness.ConformanceViolation: end() left 1 pin",
+    }
+    assert kind_of(leak) == ("contract", "ConformanceViolation")
 
 
 def test_changed_tests_are_grouped_broken_apart_from_changed_expectations() -> None:
