@@ -5,7 +5,7 @@ base's meson build directory (:func:`..postgres.builds.pgtree.tree_build_dir`, k
 ``readstream pg-build --source``) already holds every object of the base; what the patched
 server needs is that directory with only the patch's consequences recompiled.
 
-Meson writes the source tree's path into the build directory, relative (``../../work/.../src``)
+Meson writes the source tree's path into the build directory, relative (``../../../postgresql/src/include``)
 and absolute (``MESON_SOURCE_ROOT``, generator commands, ``install.dat``), and ninja keys its
 log by the commands' text: a build directory moved to another tree, with its paths rewritten,
 rebuilds nearly everything (the generated node headers' commands change, and every file includes
