@@ -731,8 +731,11 @@ def _cmd_review(argv: Sequence[str]) -> int:
         ),
         epilog="exit status: 0 no change; 1 the patch changes something; 2 bad input or a harness error (one line)",
     )
+    p.add_argument("--base", metavar="TREE", help="the PostgreSQL source tree the patch is for")
     p.add_argument(
-        "--base", required=True, metavar="TREE", help="the PostgreSQL source tree the patch is for"
+        "--render",
+        metavar="REPORT.json",
+        help="instead of a review: print a saved review's report again (its tests classified anew)",
     )
     p.add_argument("--patch", metavar="FILE", help="a unified diff (git diff, git format-patch, diff -u)")
     p.add_argument("--patched", metavar="TREE", help="instead of --patch: a patched tree of the same version")
@@ -768,6 +771,10 @@ def _cmd_review(argv: Sequence[str]) -> int:
     args = p.parse_args(argv)
     _check_outputs(args)
     _check_output("--markdown", args.markdown)
+    if args.render:
+        return _render_review(args)
+    if not args.base:
+        raise CliError("--base TREE is required (or --render REPORT.json)")
     if args.plot_dir:
         if not Path(args.plot_dir).is_dir():
             raise CliError(f"--plot-dir {args.plot_dir}: not a directory (create it first)")
@@ -824,6 +831,24 @@ def _cmd_review(argv: Sequence[str]) -> int:
     if errors:
         print(f"readstream review: ERROR: {errors[0]['line']}", file=sys.stderr)
         return 2
+    return 0 if report["conclusion"] == "no change" else 1
+
+
+def _render_review(args: argparse.Namespace) -> int:
+    """``readstream review --render REPORT.json``: a saved report, rendered again."""
+    from .review.report import SCHEMA, format_markdown, format_text, regroup
+
+    try:
+        saved = json.loads(Path(args.render).read_text())
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--render {args.render}: not a readable JSON report ({exc})") from None
+    if not isinstance(saved, dict) or saved.get("schema") != SCHEMA:
+        raise CliError(f"--render {args.render}: not a readstream review report (schema {SCHEMA})")
+    report = regroup(saved)
+    print(format_text(report))
+    if args.markdown:
+        Path(args.markdown).write_text(format_markdown(report) + "\n", encoding="utf-8")
+    _write_json(args.json, report)
     return 0 if report["conclusion"] == "no change" else 1
 
 

@@ -36,6 +36,7 @@ from typing import Any
 __all__ = [
     "SCHEMA",
     "build_report",
+    "regroup",
     "changed_tests",
     "format_markdown",
     "format_text",
@@ -52,24 +53,36 @@ _KINDS = ("contract", "implementation")
 
 
 def kind_of(test: dict[str, Any]) -> tuple[str, str]:
-    """``(kind, where from)`` of a report's test entry: ``contract`` or ``implementation``."""
+    """``(kind, where from)`` of a report's test entry: ``contract`` or ``implementation``.
+
+    In this order: the entry's own ``readstream_kind`` (the kind of the check that failed, as
+    the plugin reports it); the failure's exception (``ImplementationExpectation`` or
+    ``ConformanceViolation``, with the interim table's implementation checks); the test's marker
+    (``readstream_invariant(..., kind=...)``, or the interim table); a version in its parameters;
+    else a contract."""
+    from ._interim_kinds import IMPLEMENTATION_CHECKS, IMPLEMENTATION_TESTS
+
     inv = test.get("invariant") or {}
-    for source, value in (
-        ("readstream_kind", test.get("readstream_kind")),
-        ("readstream_kind", test.get("kind")),
-        ("readstream_kind", inv.get("kind") if isinstance(inv, dict) else None),
-        ("readstream_kind", inv.get("readstream_kind") if isinstance(inv, dict) else None),
-    ):
+    if not isinstance(inv, dict):
+        inv = {}
+    for value in (test.get("readstream_kind"), test.get("kind")):
         if value in _KINDS:
-            return str(value), source
-    # The harness's ImplementationExpectation (a per-version expectation that did not hold)
-    # names itself in the failure's first line.
+            return str(value), "readstream_kind"
     first = (test.get("message") or "").split("\n", 1)[0]
     if "ImplementationExpectation" in first:
         return "implementation", "ImplementationExpectation"
+    if any(words in first for words in IMPLEMENTATION_CHECKS):
+        return "implementation", "interim table (check)"
     if "ConformanceViolation" in first:
         return "contract", "ConformanceViolation"  # the check that failed states a contract
-    if _VERSION_PARAM.search(test.get("nodeid", "")):
+    for value in (inv.get("kind"), inv.get("readstream_kind")):
+        if value in _KINDS:
+            return str(value), "readstream_kind"
+    nodeid = test.get("nodeid", "")
+    function = nodeid.split("[", 1)[0].split("/")[-1]
+    if function in IMPLEMENTATION_TESTS:
+        return "implementation", "interim table (test)"
+    if _VERSION_PARAM.search(nodeid):
         return "implementation", "version-parameter"
     return "contract", "default"
 
@@ -251,6 +264,36 @@ def build_report(result: dict[str, Any]) -> dict[str, Any]:
             label: {k: v for k, v in (rep or {}).items() if k != "tests"} for label, rep in suites.items()
         },
     }
+
+
+def regroup(report: dict[str, Any]) -> dict[str, Any]:
+    """A saved report with its changed tests classified again by today's :func:`kind_of` (an
+    older report, or one made before the suite said a test's kind), its conclusion kept."""
+    groups = report.get("changed_tests") or {}
+    moving = [*groups.get("broken_invariants", []), *groups.get("changed_expectations", [])]
+    kept = [t for t in moving if t.get("note")]  # a known failure that passes: an expectation
+    broken: list[dict[str, Any]] = []
+    changed = list(kept)
+    for t in moving:
+        if t in kept:
+            continue
+        kind, source = kind_of({"nodeid": t["nodeid"], "message": t.get("first_violation")})
+        t = {**t, "kind": kind, "kind_from": source}
+        (broken if kind == "contract" else changed).append(t)
+    out = {
+        **report,
+        "changed_tests": {**groups, "broken_invariants": broken, "changed_expectations": changed},
+    }
+    reasons = [
+        r
+        for r in report.get("conclusion_reasons") or []
+        if "broken invariant" not in r and "changed expectation" not in r
+    ]
+    for items, text in ((broken, "broken invariant"), (changed, "changed expectation")):
+        if items:
+            reasons.insert(len(reasons) and 1, f"{len(items)} {text}{'s' if len(items) != 1 else ''}")
+    out["conclusion_reasons"] = reasons
+    return out
 
 
 # ------------------------------------------------------------------------------ renderers

@@ -158,6 +158,17 @@ def test_the_kind_comes_from_the_test_first_then_a_version_parameter() -> None:
         "message": "conformance._harness.ConformanceViolation: end() left 1 pin",
     }
     assert kind_of(leak) == ("contract", "ConformanceViolation")
+    # Until the suite marks its tests: the interim table of the suite's implementation tests and checks.
+    drained = {
+        "nodeid": "conformance/test_order.py::t[1]",
+        "message": "conformance._harness.ConformanceViolation: reset() returned with 2 started read(s) never waited for",
+    }
+    assert kind_of(drained) == ("implementation", "interim table (check)")
+    surfaced = {
+        "nodeid": "conformance/test_lifecycle.py::test_end_surfaces_errors_of_started_reads_only[1-2-x]",
+        "message": "Failed: DID NOT RAISE",
+    }
+    assert kind_of(surfaced) == ("implementation", "interim table (test)")
 
 
 def test_changed_tests_are_grouped_broken_apart_from_changed_expectations() -> None:
@@ -214,3 +225,42 @@ def test_the_read_size_plot_is_drawn_from_a_recorded_comparison(tmp_path: Path) 
     path = plot_read_sizes(COMPARE, tmp_path / "reads.png")
     assert path is not None and path.stat().st_size > 1000
     assert plot_read_sizes({"scenarios": [COMPARE["scenarios"][1]]}, tmp_path / "none.png") is None
+
+
+def test_a_saved_report_renders_again_with_its_tests_classified_anew(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    report = build_report(_result())
+    moved = report["changed_tests"]["changed_expectations"][0]
+    report["changed_tests"]["broken_invariants"].append(
+        moved | {"first_violation": "ImplementationExpectation: x"}
+    )
+    saved = tmp_path / "review.json"
+    saved.write_text(json.dumps(report))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_readstream.cli",
+            "review",
+            "--render",
+            str(saved),
+            "--markdown",
+            str(tmp_path / "r.md"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "Broken invariants (a contract the patched side no longer keeps): 1" in out.stdout
+    assert "### Changed expectations" in (tmp_path / "r.md").read_text()
+    (tmp_path / "other.json").write_text("{}")
+    bad = subprocess.run(
+        [sys.executable, "-m", "pytest_readstream.cli", "review", "--render", str(tmp_path / "other.json")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2 and "not a readstream review report" in bad.stderr
