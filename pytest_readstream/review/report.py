@@ -277,22 +277,29 @@ def regroup(report: dict[str, Any]) -> dict[str, Any]:
     for t in moving:
         if t in kept:
             continue
-        kind, source = kind_of({"nodeid": t["nodeid"], "message": t.get("first_violation")})
+        if t.get("kind_from") == "readstream_kind":
+            kind, source = t["kind"], "readstream_kind"  # the test said so: nothing to classify
+        else:
+            kind, source = kind_of({"nodeid": t["nodeid"], "message": t.get("first_violation")})
         t = {**t, "kind": kind, "kind_from": source}
         (broken if kind == "contract" else changed).append(t)
     out = {
         **report,
         "changed_tests": {**groups, "broken_invariants": broken, "changed_expectations": changed},
     }
-    reasons = [
+    old = report.get("conclusion_reasons") or []
+    first = [r for r in old if r.startswith("verdict ")]
+    rest = [
         r
-        for r in report.get("conclusion_reasons") or []
-        if "broken invariant" not in r and "changed expectation" not in r
+        for r in old
+        if not r.startswith("verdict ") and "broken invariant" not in r and "changed expectation" not in r
     ]
-    for items, text in ((broken, "broken invariant"), (changed, "changed expectation")):
-        if items:
-            reasons.insert(len(reasons) and 1, f"{len(items)} {text}{'s' if len(items) != 1 else ''}")
-    out["conclusion_reasons"] = reasons
+    counts = [
+        f"{len(items)} {text}{'s' if len(items) != 1 else ''}"
+        for items, text in ((broken, "broken invariant"), (changed, "changed expectation"))
+        if items
+    ]
+    out["conclusion_reasons"] = first + counts + rest
     return out
 
 
