@@ -324,6 +324,7 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
     h = (lambda t: f"### {t}") if md else (lambda t: f"== {t}")
     code = (lambda t: f"`{t}`") if md else (lambda t: t)
     bullet = "- " if md else "  "
+    sub = "  - " if md else "    "  # a test's details: nested bullets in Markdown
     out: list[str] = []
     plan = report.get("plan") or {}
     title = f"readstream review: {report['conclusion'].upper() if report['conclusion'] == 'no change' else 'changes'}"
@@ -371,11 +372,11 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
                     f"    runs: base {', '.join(t['runs']['base'])}; patched {', '.join(t['runs']['patched'])}"
                 )
             if t.get("note"):
-                out.append(f"    {t['note']}")
+                out.append(f"{sub}{t['note']}")
             if t.get("first_violation"):
-                out.append(f"    first violation: {t['first_violation'].splitlines()[0][:300]}")
+                out.append(f"{sub}first violation: {t['first_violation'].splitlines()[0][:300]}")
             if t.get("reproduction"):
-                out.append(f"    reproduction: {code(t['reproduction'])}")
+                out.append(f"{sub}reproduction: {code(t['reproduction'])}")
             if t.get("kind_from") != "readstream_kind":
                 out.append(
                     f"    kind: {t['kind']} (from {t['kind_from']}; the test states no readstream_kind)"
@@ -401,6 +402,8 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
             if div
             else "none"
         )
+        if (s.get("base") or {}).get("error") or (s.get("patched") or {}).get("error"):
+            first = "- (a side failed: its error is its totals)"
         if s.get("timing_dependent"):
             first += " (timing-dependent: not judged)"
         if md:
