@@ -369,7 +369,7 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
             out.append(f"{bullet}{code(t['nodeid'])}{tier}: {t['base']} -> {t['patched']}")
             if t.get("runs"):
                 out.append(
-                    f"    runs: base {', '.join(t['runs']['base'])}; patched {', '.join(t['runs']['patched'])}"
+                    f"{sub}runs: base {', '.join(t['runs']['base'])}; patched {', '.join(t['runs']['patched'])}"
                 )
             if t.get("note"):
                 out.append(f"{sub}{t['note']}")
@@ -379,7 +379,7 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
                 out.append(f"{sub}reproduction: {code(t['reproduction'])}")
             if t.get("kind_from") != "readstream_kind":
                 out.append(
-                    f"    kind: {t['kind']} (from {t['kind_from']}; the test states no readstream_kind)"
+                    f"{sub}kind: {t['kind']} (from {t['kind_from']}; the test states no readstream_kind)"
                 )
         out.append("")
     if not any_changed and report.get("verdicts"):
