@@ -179,3 +179,14 @@ def test_the_review_as_a_pytest_run(tmp_path: Path) -> None:
         env=env,
     )
     assert bad.returncode == 4 and "not a PostgreSQL source tree" in bad.stderr, bad.stderr
+
+
+def test_a_patched_tree_is_reviewed_through_a_copy_of_the_base(tmp_path: Path) -> None:
+    from pytest_readstream.review.run import prepare
+
+    base, patched = fake_tree(tmp_path / "base"), fake_tree(tmp_path / "patched")
+    (patched / STREAM).write_text((patched / STREAM).read_text().replace("distance = 0", "distance = 3"))
+    tree, plan = prepare(check_inputs(str(base), None, str(patched)), cache=tmp_path / "cache")
+    assert plan.touched == (STREAM,) and plan.mode == "traced"
+    assert (tree / STREAM).read_text() == (patched / STREAM).read_text()
+    assert (tree / "meson.build").stat().st_mtime_ns == (base / "meson.build").stat().st_mtime_ns
