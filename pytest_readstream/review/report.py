@@ -115,7 +115,9 @@ def _unstable(runs: dict[str, list[str]] | None) -> bool:
     """Whether reruns show the difference is timing's: one side varied, or both saw one outcome."""
     if not runs:
         return False
-    b, p = set(runs.get("base") or []), set(runs.get("patched") or [])
+    # A rerun that did not report the test ("absent") tells nothing either way.
+    b = {o for o in runs.get("base") or [] if o != "absent"}
+    p = {o for o in runs.get("patched") or [] if o != "absent"}
     return len(b) > 1 or len(p) > 1 or bool(b & p)
 
 
@@ -270,7 +272,11 @@ def regroup(report: dict[str, Any]) -> dict[str, Any]:
     """A saved report with its changed tests classified again by today's :func:`kind_of` (an
     older report, or one made before the suite said a test's kind), its conclusion kept."""
     groups = report.get("changed_tests") or {}
-    moving = [*groups.get("broken_invariants", []), *groups.get("changed_expectations", [])]
+    timing = groups.get("timing_dependent", [])
+    # Today's rule of what reruns show (a rerun that did not report a test tells nothing).
+    steady = [t for t in timing if not _unstable(t.get("runs"))]
+    groups = {**groups, "timing_dependent": [t for t in timing if t not in steady]}
+    moving = [*groups.get("broken_invariants", []), *groups.get("changed_expectations", []), *steady]
     kept = [t for t in moving if t.get("note")]  # a known failure that passes: an expectation
     broken: list[dict[str, Any]] = []
     changed = list(kept)

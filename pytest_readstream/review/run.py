@@ -141,6 +141,21 @@ def _pyarg(nodeid: str) -> str:
     return f"readstream_conformance.{module}::{rest}" if rest else f"readstream_conformance.{module}"
 
 
+def _outcome_of(nodeid: str, results: list[tuple[str, str]]) -> str:
+    """The outcome of ``nodeid`` among a rerun's results, ``absent`` if it is not there.
+
+    pytest names a test relative to the run's rootdir, which follows its arguments: the whole
+    suite gives ``test_x.py::name`` (or ``conformance/test_x.py::name``), one module alone gives
+    ``::name``. So a test is matched by its module's file name and its name."""
+    path, _, rest = nodeid.partition("::")
+    stem = Path(path).stem
+    for other, outcome in results:
+        opath, _, orest = other.partition("::")
+        if orest == rest and (not opath or Path(opath).stem == stem):
+            return outcome
+    return "absent"
+
+
 def _suite_key(bindir: Path, source: Path, options: ReviewOptions, stream_tests_only: bool) -> str:
     """What a side's suite result depends on: the build, the source, the suite's and the harness's
     code, and the run's options (a base measured once is reused by every review of it)."""
@@ -227,9 +242,9 @@ def confirm_changes(
                 stream_tests_only=False,
                 tests=changed,
             )
-            got = {t["nodeid"]: t["outcome"] for t in rep.get("tests") or []}
+            got = [(t["nodeid"], t["outcome"]) for t in rep.get("tests") or []]
             for n in changed:
-                seen[n][label].append(got.get(n, "absent"))
+                seen[n][label].append(_outcome_of(n, got))
     return seen
 
 

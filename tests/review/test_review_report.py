@@ -264,3 +264,15 @@ def test_a_saved_report_renders_again_with_its_tests_classified_anew(tmp_path: P
         check=False,
     )
     assert bad.returncode == 2 and "not a readstream review report" in bad.stderr
+
+
+def test_reruns_are_matched_whatever_the_rootdir_and_absent_tells_nothing() -> None:
+    from pytest_readstream.review.report import _unstable
+    from pytest_readstream.review.run import _outcome_of
+
+    results = [("::test_a[1]", "failed"), ("test_other.py::test_b", "passed")]
+    assert _outcome_of("test_x.py::test_a[1]", results) == "failed"
+    assert _outcome_of("conformance/test_other.py::test_b", results) == "passed"
+    assert _outcome_of("test_x.py::test_b", results) == "absent"
+    assert not _unstable({"base": ["passed", "absent"], "patched": ["failed", "absent"]})
+    assert _unstable({"base": ["passed", "failed"], "patched": ["failed", "failed"]})
