@@ -79,10 +79,20 @@ def _request(scenario: Scenario, variant: str, version: str | None = None) -> Sc
     )
 
 
-def _server_variant(scan: str) -> str:
-    from ..impl.scanops import SERVER_VARIANTS
+def _server_variant(scan: str, version: str | None = None) -> str:
+    """The variant a stock server of ``version`` runs (the model's ``native_variant``: 19 streams
+    ``pgstatindex``, ``pgstathashindex`` and ``pgstattuple_approx``, which 18 reads one block at a
+    time); ``None`` is the ``Settings`` default version."""
+    from reference_impl import Settings
 
-    return SERVER_VARIANTS[scan]
+    from ..impl.scanops import server_variant
+
+    return server_variant(scan, Settings().version if version is None else version)
+
+
+def _scenario_version(scenario: Scenario, version: str | None) -> str | None:
+    """The model version that judges ``scenario``: its own setting, else ``version``."""
+    return scenario.settings.get("version", version)
 
 
 def _resident_ranges(resident: dict[str, dict[str, list[int]]]) -> dict[str, dict[str, list[list[int]]]]:
@@ -108,7 +118,9 @@ def run_model(scenario: Scenario, version: str | None = None) -> dict[str, Any]:
 
     from ..._reference_scans import INDEX_SCANS, prepare_instance
 
-    request = _request(scenario, _server_variant(scenario.scan), version)
+    request = _request(
+        scenario, _server_variant(scenario.scan, _scenario_version(scenario, version)), version
+    )
     inst, rel, _plan = prepare_instance(request)
     target = rel.heap
     kind = INDEX_SCANS.get(scenario.scan)
@@ -144,7 +156,10 @@ def run_model(scenario: Scenario, version: str | None = None) -> dict[str, Any]:
 
 def run_server(impl: Any, scenario: Scenario) -> dict[str, Any]:
     """The server's side of ``scenario``, measured through ``impl`` (a PostgresImplementation)."""
-    request = _request(scenario, _server_variant(scenario.scan), getattr(impl, "model_version", None))
+    version = getattr(impl, "model_version", None)
+    request = _request(
+        scenario, _server_variant(scenario.scan, _scenario_version(scenario, version)), version
+    )
     t0 = time.monotonic()
     out = impl.run_scan(request)
     seconds = time.monotonic() - t0
@@ -287,14 +302,16 @@ def _note_outcomes(
         record["agree"] = False
 
 
-def _record(scenario: Scenario, model: dict[str, Any], server: dict[str, Any]) -> dict[str, Any]:
+def _record(
+    scenario: Scenario, model: dict[str, Any], server: dict[str, Any], version: str | None = None
+) -> dict[str, Any]:
     cmp = compare(scenario, model, server)
     agree = not cmp["differs"]
     target = _target_name(scenario)
     record: dict[str, Any] = {
         "name": scenario.name,
         "scan": scenario.scan,
-        "variant": _server_variant(scenario.scan),
+        "variant": _server_variant(scenario.scan, _scenario_version(scenario, version)),
         "relation": _spec_dict(scenario.relation),
         "target": target,
         "settings": dict(scenario.settings),
@@ -578,7 +595,7 @@ def run_oracle(
             except (PgSettingUnavailable, UnsupportedLayout) as err:
                 by_name[sc.name] = {"name": sc.name, "skipped": str(err), "agree": False}
                 continue
-            by_name[sc.name] = _record(sc, model, server)
+            by_name[sc.name] = _record(sc, model, server, version)
             if len(outcomes) > 1:
                 _note_outcomes(by_name[sc.name], sc, model, outcomes)
             if echo is not None:

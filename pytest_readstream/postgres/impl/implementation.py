@@ -99,6 +99,7 @@ from .scanops import (
     OpContext,
     ServerOp,
     server_op,
+    server_variant,
 )
 
 __all__ = ["PostgresImplementation", "ScanTiming", "server_settings_for", "session_settings_for"]
@@ -486,9 +487,12 @@ class PostgresImplementation:
 
     # ------------------------------------------------------------------------------ protocol
     def scan_variants(self, scan: str) -> tuple[str, ...]:
-        """The variant a stock PostgreSQL 18 runs of ``scan`` (empty: not offered)."""
-        variant = SERVER_VARIANTS.get(scan)
-        return (variant,) if variant else ()
+        """The variant this server's version runs of ``scan`` (empty: not offered): 18's table
+        ``SERVER_VARIANTS``, and from 19 on what that version's source streams
+        (``server_variant``: ``pgstatindex``, ``pgstathashindex``, ``pgstattuple_approx``)."""
+        if scan not in SERVER_VARIANTS:
+            return ()
+        return (server_variant(scan, self.model_version),)
 
     def why_not_offered(self, scan: str) -> str | None:
         """Why ``scan`` is not offered (``None`` when it is)."""
@@ -768,7 +772,8 @@ class PostgresImplementation:
             raise UnsupportedLayout(f"scan {request.scan!r} is not offered by a PostgreSQL server: {reason}")
         if request.variant not in self.scan_variants(request.scan):
             raise UnsupportedLayout(
-                f"scan {request.scan!r} variant {request.variant!r} is not what PostgreSQL 18 runs: "
+                f"scan {request.scan!r} variant {request.variant!r} is not what PostgreSQL "
+                f"{self.model_version} runs: "
                 f"allowed {', '.join(self.scan_variants(request.scan))}"
             )
         if not 0.0 <= request.cached_fraction <= 1.0:
