@@ -53,6 +53,7 @@ from ..buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_st
 from ..read_stream import READ_STREAM_SEQUENTIAL, READ_STREAM_USE_BATCHING, ReadStream
 from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
 from ._pageview import HeapView, take_hint_bits
+from ._prune import OnAccessPruning
 from .base import ScanContext, heap_page_live
 from .syncscan import SYNC_SCAN_REPORT_INTERVAL, SyncScanTable
 
@@ -93,6 +94,8 @@ class HeapScan:
         rescan_fix: bool | None = None,
         sets_hints: bool = False,
         instrument: bool = False,
+        read_only: bool = False,
+        pagemode: bool | None = None,
     ) -> None:
         self.ctx = ctx
         self.backend = ctx.backend
@@ -126,6 +129,14 @@ class HeapScan:
             HeapView(rel) if sets_hints and spec is not None and spec.hinted_fraction < 1.0 else None
         )
         self.instrument = instrument  # SO_SCAN_INSTRUMENT (19: EXPLAIN (IO))
+        # heap_prepare_pagescan prunes each page first (page mode: the page-at-a-time visibility
+        # tests, sets_hints); 19+'s heap_page_prune_opt may set VM bits in a scan of a relation
+        # the query does not modify (read_only: SO_HINT_REL_READ_ONLY).
+        self._pruner = (
+            OnAccessPruning.for_scan(ctx, rel, read_only=read_only)
+            if (sets_hints if pagemode is None else pagemode)
+            else None
+        )
         self._initscan(keep_startblock=False)
         if streamed:
             self.stream = self._begin_stream()
@@ -259,6 +270,8 @@ class HeapScan:
                 break
             self.cbuf = buf
             self.cblock = block = be.pool.tag[buf] & 0xFFFFFFFF
+            if self._pruner is not None:
+                self._pruner.prune_opt(buf, block)
             if self._hint_view is not None:
                 self.prepare_page(buf, block)
             yield block
@@ -301,6 +314,8 @@ class HeapScan:
             return InvalidBlockNumber
         self.cbuf = buf
         self.cblock = be.pool.tag[buf] & 0xFFFFFFFF
+        if self._pruner is not None:
+            self._pruner.prune_opt(buf, self.cblock)
         if self._hint_view is not None:
             self.prepare_page(buf, self.cblock)
         return self.cblock
@@ -374,6 +389,8 @@ class HeapScan:
         if self.cbuf >= 0:
             be.release_buffer(self.cbuf)
             self.cbuf = -1
+        if self._pruner is not None:
+            self._pruner.release()  # rs_vmbuffer
         if self.stream is not None:
             self.stream.reset()
         old = self.strategy
@@ -399,6 +416,8 @@ class HeapScan:
         if self.cbuf >= 0:
             self.backend.release_buffer(self.cbuf)
             self.cbuf = -1
+        if self._pruner is not None:
+            self._pruner.release()  # rs_vmbuffer
         if self.stream is not None:
             self.stream.end()
             self.stream = None
