@@ -110,6 +110,7 @@ class OnAccessPruning:
         be = self.backend
         if be.pinned_buffers().get(buf) != 1 or be.pool.refcount[buf] != 1:
             return  # ConditionalLockBufferForCleanup: another pin on the buffer
+        be.lock_buffer(buf)  # its ConditionalLockBuffer
         self.vm.pin(block)  # visibilitymap_pin; prune_freeze_setup's visibilitymap_get_status
         rel.prune_cleared_now.add(block)
         wal_logged = rel.persistence == "p"

@@ -195,6 +195,8 @@ def bitmapscan(
         block = res.blockno
         if pruner is not None:
             pruner.prune_opt(buf, block)
+        # heapam_scan_bitmap_next_block tests the tuples under LockBuffer(buffer, SHARE).
+        be.lock_buffer(buf)
         ctx.visit(block)
         visited.append(block)
         page = content.page(ForkNumber.MAIN, block) if content is not None else None

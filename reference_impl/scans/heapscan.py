@@ -132,11 +132,8 @@ class HeapScan:
         # heap_prepare_pagescan prunes each page first (page mode: the page-at-a-time visibility
         # tests, sets_hints); 19+'s heap_page_prune_opt may set VM bits in a scan of a relation
         # the query does not modify (read_only: SO_HINT_REL_READ_ONLY).
-        self._pruner = (
-            OnAccessPruning.for_scan(ctx, rel, read_only=read_only)
-            if (sets_hints if pagemode is None else pagemode)
-            else None
-        )
+        self.pagemode = sets_hints if pagemode is None else pagemode
+        self._pruner = OnAccessPruning.for_scan(ctx, rel, read_only=read_only) if self.pagemode else None
         self._initscan(keep_startblock=False)
         if streamed:
             self.stream = self._begin_stream()
@@ -270,10 +267,8 @@ class HeapScan:
                 break
             self.cbuf = buf
             self.cblock = block = be.pool.tag[buf] & 0xFFFFFFFF
-            if self._pruner is not None:
-                self._pruner.prune_opt(buf, block)
-            if self._hint_view is not None:
-                self.prepare_page(buf, block)
+            if self.pagemode:
+                self.prepare_pagescan(buf, block)
             yield block
         self.cbuf = -1
         self.cblock = InvalidBlockNumber
@@ -314,11 +309,19 @@ class HeapScan:
             return InvalidBlockNumber
         self.cbuf = buf
         self.cblock = be.pool.tag[buf] & 0xFFFFFFFF
-        if self._pruner is not None:
-            self._pruner.prune_opt(buf, self.cblock)
-        if self._hint_view is not None:
-            self.prepare_page(buf, self.cblock)
+        if self.pagemode:
+            self.prepare_pagescan(buf, self.cblock)
         return self.cblock
+
+    def prepare_pagescan(self, buf: int, block: int) -> None:
+        """``heap_prepare_pagescan``: ``heap_page_prune_opt`` (19+), then the share lock under which
+        the page's tuples are tested (``LockBuffer``; in 19 it looks the buffer's private
+        reference count entry up), and the hint bits those tests set."""
+        if self._pruner is not None:
+            self._pruner.prune_opt(buf, block)
+        self.backend.lock_buffer(buf)
+        if self._hint_view is not None:
+            self.prepare_page(buf, block)
 
     def prepare_page(self, buf: int, block: int) -> None:
         """``heap_prepare_pagescan``'s visibility tests on the page in hand: on a page that is not

@@ -125,6 +125,8 @@ def indexscan(
         cbuf = buf
         if pruner is not None:
             pruner.prune_opt(buf, block)
+        # heap_hot_search_buffer runs under LockBuffer(xs_cbuf, BUFFER_LOCK_SHARE).
+        be.lock_buffer(buf)
         be.check_for_interrupts()
         ctx.visit(block)
         fetched.append(block)
