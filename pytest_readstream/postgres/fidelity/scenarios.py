@@ -51,6 +51,17 @@ REASONS: dict[str, Reason] = {
         "is still a stride permutation of the table, read one block per I/O.",
         ("stride_order", "one_block_reads"),
     ),
+    "read-ahead-timing": Reason(
+        "read-ahead-timing",
+        "From PostgreSQL 19 on, with an asynchronous io_method, the stream's read-ahead distance "
+        "grows only after WaitReadBuffers() reported a real wait (read_stream_next_buffer). "
+        "Whether the backend waited for an I/O worker depends on real time on the server and on "
+        "the model's device on its virtual clock, so how far the stream had read ahead when the "
+        "consumer stopped, turned or rolled back differs (and varies between server runs). Still "
+        "checked: the rows returned, the I/O contexts, and that the two sides' reads differ by "
+        "less than the stream can read ahead (GetPinLimit() blocks).",
+        ("rows_equal", "contexts_equal", "read_ahead_bounded"),
+    ),
 }
 
 
@@ -76,6 +87,22 @@ class Scenario:
     fast: bool = False
     note: str = ""
     relation_reads: bool = False
+    #: Reasons that apply from a version on, as ``(first version, reason)`` pairs.
+    reasons_from: tuple[tuple[str, str], ...] = ()
+
+    def reason_for(self, version: str | None = None) -> str | None:
+        """The reason that applies when the model of ``version`` (``None``: 18) judges a server:
+        ``reason``, else the last of ``reasons_from`` whose first version is not newer."""
+        if self.reason is not None:
+            return self.reason
+        from reference_impl.versions import VERSIONS, canonical_version
+
+        at = VERSIONS.index(canonical_version(version or VERSIONS[0]))
+        found = None
+        for since, name in self.reasons_from:
+            if VERSIONS.index(since) <= at:
+                found = name
+        return found
 
     @property
     def server_key(self) -> tuple[Any, ...]:
@@ -541,6 +568,7 @@ def _more() -> list[Scenario]:
             params={"limit": 3000},
             answer_keys=("rows",),
             note="LIMIT: the stream is ended early and its look-ahead drained",
+            reasons_from=(("19", "read-ahead-timing"),),
         ),
         Scenario(
             "vacuum-freeze",
@@ -651,6 +679,7 @@ def _cursor_scenarios() -> list[Scenario]:
                     fast=(name, method) == ("mixed", "worker"),
                     relation_reads=name == "rollback",
                     note="pins: pages of the table pinned after each command",
+                    reasons_from=(("19", "read-ahead-timing"),) if method != "sync" else (),
                 )
             )
     return out
