@@ -70,12 +70,14 @@ def _request(scenario: Scenario, variant: str, version: str | None = None) -> Sc
     settings = dict(scenario.settings)
     if version is not None:
         settings.setdefault("version", version)
+    device = scenario.device_for(settings.get("version", version))
     return ScanRequest(
         scenario.scan,
         relation=scenario.relation,
         variant=variant,
         params=dict(scenario.params),
         settings=Settings(**settings),
+        **({"device": device, "impose_device": True} if device is not None else {}),
     )
 
 

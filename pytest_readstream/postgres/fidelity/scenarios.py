@@ -65,6 +65,25 @@ REASONS: dict[str, Reason] = {
 }
 
 
+#: From 19 on the read-ahead grows only after a real wait: scenarios whose answer depends on how
+#: far the stream read ahead run with 1 ms reads imposed on the server's files (and the model on
+#: the same device), so that every read is waited for on both sides.
+_WAITED_DEVICE = (("19", "cloud-1ms"),)
+
+
+def _from_version(pairs: tuple[tuple[str, str], ...], version: str | None) -> str | None:
+    """The last value of ``(first version, value)`` pairs whose first version is not newer than
+    ``version`` (``None``: 18)."""
+    from reference_impl.versions import VERSIONS, canonical_version
+
+    at = VERSIONS.index(canonical_version(version or VERSIONS[0]))
+    found = None
+    for since, value in pairs:
+        if VERSIONS.index(since) <= at:
+            found = value
+    return found
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One fidelity scenario (see the module docstring).
@@ -89,20 +108,21 @@ class Scenario:
     relation_reads: bool = False
     #: Reasons that apply from a version on, as ``(first version, reason)`` pairs.
     reasons_from: tuple[tuple[str, str], ...] = ()
+    #: A device both sides run on from a version on, as ``(first version, device profile)``
+    #: pairs: the model on that profile, the server with it imposed on the relation's files
+    #: (``ScanRequest.impose_device``); none: the model's nvme, the server's own storage.
+    device_from: tuple[tuple[str, str], ...] = ()
+
+    def device_for(self, version: str | None = None) -> str | None:
+        """The device imposed on both sides on ``version`` (``None``: none)."""
+        return _from_version(self.device_from, version)
 
     def reason_for(self, version: str | None = None) -> str | None:
         """The reason that applies when the model of ``version`` (``None``: 18) judges a server:
         ``reason``, else the last of ``reasons_from`` whose first version is not newer."""
         if self.reason is not None:
             return self.reason
-        from reference_impl.versions import VERSIONS, canonical_version
-
-        at = VERSIONS.index(canonical_version(version or VERSIONS[0]))
-        found = None
-        for since, name in self.reasons_from:
-            if VERSIONS.index(since) <= at:
-                found = name
-        return found
+        return _from_version(self.reasons_from, version)
 
     @property
     def server_key(self) -> tuple[Any, ...]:
@@ -569,6 +589,7 @@ def _more() -> list[Scenario]:
             answer_keys=("rows",),
             note="LIMIT: the stream is ended early and its look-ahead drained",
             reasons_from=(("19", "read-ahead-timing"),),
+            device_from=_WAITED_DEVICE,
         ),
         Scenario(
             "vacuum-freeze",
@@ -680,6 +701,7 @@ def _cursor_scenarios() -> list[Scenario]:
                     relation_reads=name == "rollback",
                     note="pins: pages of the table pinned after each command",
                     reasons_from=(("19", "read-ahead-timing"),) if method != "sync" else (),
+                    device_from=_WAITED_DEVICE if method != "sync" else (),
                 )
             )
     return out
