@@ -160,3 +160,17 @@ def test_read_ahead_timing_checks_fail_when_broken() -> None:
     rows = dict(server, answer={"rows_per_command": [999, 0]})
     assert not reason_checks(sc, model, rows, "19")["rows_equal"]
     assert not reason_checks(sc, model, dict(server, io={"bulkread": {}}), "19")["contexts_equal"]
+
+
+def test_from_19_the_read_ahead_scenarios_run_on_an_imposed_device() -> None:
+    """Both sides of a cursor under worker run on 1 ms reads from 19 on (the server through its
+    read interposer), none on 18 or under sync."""
+    from pytest_readstream.postgres.fidelity.oracle import _request, _server_variant
+
+    sc = _by_name("cursor-rollback-worker")
+    for version, device in (("18", None), ("19", "cloud-1ms"), ("20devel", "cloud-1ms")):
+        assert sc.device_for(version) == device
+        req = _request(sc, _server_variant(sc.scan, version), version)
+        assert (req.device, req.impose_device) == ((device, True) if device else ("nvme", False))
+    assert _by_name("cursor-rollback-sync").device_for("20devel") is None
+    assert _by_name("seqscan-limit-ring").device_for("19") == "cloud-1ms"

@@ -77,7 +77,8 @@ def _request(scenario: Scenario, variant: str, version: str | None = None) -> Sc
         variant=variant,
         params=dict(scenario.params),
         settings=Settings(**settings),
-        **({"device": device, "impose_device": True} if device is not None else {}),
+        device=device if device is not None else "nvme",
+        impose_device=device is not None,
     )
 
 
