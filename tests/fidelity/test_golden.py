@@ -37,19 +37,10 @@ _SERVER_VERSION = {"18": "18.", "19": "19", "20devel": "20devel"}
 KNOWN_MODEL_DISCREPANCIES: dict[str, dict[str, str]] = {v: {} for v in VERSIONS}
 
 _SLOW = {"seqscan-segment-crossing"}  # 131,080 blocks through the model: about 10 s
-#: On 19 and 20devel the scenarios whose model side took more than a second when measured also
-#: run only with -m slow (18's full set runs every time; the newer versions' models share most
-#: of its code), which keeps the two newer documents to about 10 s of a default run.
-_SLOW_MODEL_SECONDS = 1.0
 
 
 def _slow(version: str, sc: Scenario) -> bool:
-    if sc.name in _SLOW:
-        return True
-    if version == "18":
-        return False
-    seconds = (_records(version)[sc.name].get("seconds") or {}).get("model") or 0.0
-    return float(seconds) > _SLOW_MODEL_SECONDS
+    return sc.name in _SLOW
 
 
 def _params() -> list[Any]:
