@@ -384,20 +384,23 @@ MUTANTS: dict[str, CMutant] = {
             ),
         ),
         _m(
-            "fast-path-overflow-copy-kept",
-            "class 3 (constructed edge sequences): entering the fast path at a slot whose forwarded "
-            "buffer also has a copy in the overflow zone does not clear that copy, so a later "
-            "multi-block read across the queue's end takes it for a forwarded buffer",
+            "forwarded-overflow-not-copied",
+            "class 3 (constructed edge sequences): a split read whose forwarded buffer lands in the "
+            "overflow zone is copied to the front of the queue without it, so the next start pins "
+            "its block again and the forwarded pin leaks",
             _Edit(
-                "if (stream->oldest_buffer_index < stream->io_combine_limit - 1) clear the overflow copy",
-                "read_stream_next_buffer",
-                """((if_statement
-                      condition: (parenthesized_expression
-                                   (binary_expression
-                                     left: (field_expression field: (field_identifier) @f)
-                                     operator: "<"))) @target
-                    (#eq? @f "oldest_buffer_index"))""",
-                ";",
+                "overflow = (buffer_index + nblocks + forwarded) - stream->queue_size",
+                "read_stream_start_pending_read",
+                """((binary_expression
+                      left: (parenthesized_expression
+                              (binary_expression
+                                left: (binary_expression left: (identifier) @a operator: "+" right: (identifier) @b) @keep
+                                operator: "+"
+                                right: (identifier) @f) @target)
+                      operator: "-"
+                      right: (field_expression field: (field_identifier) @q))
+                    (#eq? @a "buffer_index") (#eq? @b "nblocks") (#eq? @f "forwarded") (#eq? @q "queue_size"))""",
+                "{keep}",
             ),
         ),
         _m(
