@@ -24,7 +24,7 @@ __all__ = [
     "ForwardedOverflowNotCopied",
     "IoCombineLimitReadLive",
     "OtherTempAccepted",
-    "PendingNotCounted",
+    "HitDistanceNotDecayed",
     "PinLimitInt16Truncated",
 ]
 
@@ -102,65 +102,18 @@ class AdviceNever(_Base):
         self.advice_enabled = False
 
 
-class PendingNotCounted(_Base):
-    """Class 5: the look-ahead compares only the pinned buffers with the (read-ahead) distance,
-    not the pending read, so it takes up to ``io_combine_limit`` more blocks from the callback
-    than the stream may hold."""
+class HitDistanceNotDecayed(_Base):
+    """Class 5: a start that needs no I/O does not decay the (read-ahead) distance, so a stream
+    that ramped up keeps asking the callback that far ahead over cached blocks."""
 
-    def _should_look_ahead(self) -> bool:  # 19 and later
-        if self.readahead_distance == 0 or self.ios_in_progress >= self.max_ios:
-            return False
-        if (
-            self.pending_read_nblocks > 0
-            and self.pinned_buffers == 0
-            and self.pending_read_nblocks < self.combine_distance
-        ):
-            return True
-        return not self.pinned_buffers >= self.readahead_distance
-
-    def _look_ahead(self) -> None:
-        if self.version != "18":
-            super()._look_ahead()
-            return
-        # PostgreSQL 18's read_stream_look_ahead with the one change in its loop condition.
-        max_ios = self.max_ios
-        io_combine_limit = self.io_combine_limit
-        queue_size = self.queue_size
-        while self.ios_in_progress < max_ios and self.pinned_buffers < self.distance:
-            if self.pending_read_nblocks == io_combine_limit:
-                self._start_pending_read()
-                continue
-            buffer_index = self.next_buffer_index + self.pending_read_nblocks
-            if buffer_index >= queue_size:
-                buffer_index -= queue_size
-            blocknum = self._get_block(buffer_index)
-            if blocknum == InvalidBlockNumber:
-                self.distance = 0
-                self._note_distance()
-                break
-            if (
-                self.pending_read_nblocks > 0
-                and self.pending_read_blocknum + self.pending_read_nblocks == blocknum
-            ):
-                self.pending_read_nblocks += 1
-                continue
-            while self.pending_read_nblocks > 0:
-                if not self._start_pending_read() or self.ios_in_progress == max_ios:
-                    self._unget_block(blocknum)
-                    return
-            self.pending_read_blocknum = blocknum
-            self.pending_read_nblocks = 1
-        pending_n = self.pending_read_nblocks
-        if (
-            pending_n > 0
-            and (
-                pending_n == io_combine_limit
-                or (pending_n >= self.distance and self.pinned_buffers == 0)
-                or self.distance == 0
-            )
-            and self.ios_in_progress < max_ios
-        ):
-            self._start_pending_read()
+    def _start_pending_read(self) -> bool:
+        name = "distance" if self.version == "18" else "readahead_distance"
+        before = getattr(self, name)
+        hits = self.stats.hits
+        started = super()._start_pending_read()
+        if self.stats.hits > hits and getattr(self, name) == before - 1:
+            setattr(self, name, before)
+        return started
 
 
 class FastPathNever(_Base):

@@ -715,13 +715,14 @@ MUTANTS: dict[str, Callable[..., MutantImplementation]] = {
         prefetched with ``posix_fadvise``.""",
         _missed.AdviceNever,
     ),
-    "pending-not-counted": _mutant(
-        "pending-not-counted",
-        """Class 5, how far ahead the callback is called: the look-ahead compares only the pinned
-        buffers with the distance, not ``pinned_buffers + pending_read_nblocks``, so on an
-        all-cached relation it takes ``io_combine_limit`` blocks from the callback for the first
-        buffer it returns.""",
-        _missed.PendingNotCounted,
+    "hit-distance-not-decayed": _mutant(
+        "hit-distance-not-decayed",
+        """Class 5, how far ahead the callback is called: a start that needs no I/O does not decay
+        the look-ahead (19+: read-ahead) distance (``read_stream_start_pending_read``: "Look-ahead
+        distance decays, no I/O necessary"), so a ``READ_STREAM_FULL`` stream over cached blocks
+        keeps taking ``io_combine_limit`` blocks ahead from the callback and never reaches the
+        fast path.""",
+        _missed.HitDistanceNotDecayed,
     ),
     "fast-path-never": _mutant(
         "fast-path-never",

@@ -68,6 +68,7 @@ from .markers import (
     MARKER_ERROR_KEY,
     READSTREAM_ITEM_KEY,
     add_meta,
+    invariant_kind,
     invariant_tier,
     note_missing_capability,
     register_markers,
@@ -124,6 +125,19 @@ def _state(config: pytest.Config) -> _State:
 
 def _is_readstream(item: pytest.Item) -> bool:
     return item.stash.get(READSTREAM_ITEM_KEY, False)
+
+
+#: The ``user_properties`` name of a failure's kind: ``implementation`` when the check that failed
+#: states what a version does (``readstream_conformance.ImplementationExpectation``), else the
+#: test's own kind. ``readstream review`` tells "a changed expectation" from "a broken invariant" by it.
+FAILURE_KIND_PROPERTY = "readstream_failure_kind"
+
+
+def _failure_kind(item: pytest.Item, exc: BaseException) -> str | None:
+    checked = getattr(exc, "readstream_kind", None)
+    if checked == "implementation":
+        return "implementation"
+    return invariant_kind(item)
 
 
 # ------------------------------------------------------------------------------------ start-up
@@ -484,6 +498,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if line is not None:
             # The test judged nothing: the report and the verdict say so (harness_errors.py).
             report.user_properties.append((HARNESS_ERROR_PROPERTY, line))
+        elif readstream:
+            # A contract test can fail on a per-version expectation its driver checks (reset
+            # waiting for every read): the kind of the check that failed, beside the test's.
+            kind = _failure_kind(item, call.excinfo.value)
+            if kind is not None:
+                report.user_properties.append((FAILURE_KIND_PROPERTY, kind))
     if readstream and report.failed:
         already = item.stash.get(CALL_FAILED_KEY, False)
         if call.when == "call":

@@ -419,22 +419,24 @@ MUTANTS: dict[str, CMutant] = {
             ),
         ),
         _m(
-            "pending-not-counted",
-            "class 5 (how far ahead the callback is called): the look-ahead compares only the pinned "
-            "buffers with the distance, not the pending read, so it takes up to io_combine_limit "
-            "more blocks from the callback than it may hold",
+            "hit-distance-not-decayed",
+            "class 5 (how far ahead the callback is called): a start that needs no I/O does not decay "
+            "the (read-ahead) distance, so a stream that ramped up keeps asking the callback that far "
+            "ahead over cached blocks, and never enters the fast path",
             _Edit(
-                "pinned_buffers + pending_read_nblocks against the (read-ahead) distance",
-                "read_stream_look_ahead|read_stream_should_look_ahead",
-                """((binary_expression
-                      left: (binary_expression
-                              left: (field_expression field: (field_identifier) @p) @pinned
-                              operator: "+"
-                              right: (field_expression field: (field_identifier) @n)) @target
-                      right: (field_expression field: (field_identifier) @d))
-                    (#eq? @p "pinned_buffers") (#eq? @n "pending_read_nblocks")
-                    (#match? @d "^(distance|readahead_distance)$"))""",
-                "{pinned}",
+                "if (stream->distance > 1) stream->distance-- (19+: readahead_distance)",
+                "read_stream_start_pending_read",
+                """((if_statement
+                      condition: (parenthesized_expression
+                                   (binary_expression
+                                     left: (field_expression field: (field_identifier) @f)
+                                     operator: ">"
+                                     right: (number_literal) @one))
+                      consequence: (expression_statement
+                                     (update_expression
+                                       argument: (field_expression field: (field_identifier) @g)))) @target
+                    (#match? @f "^(distance|readahead_distance)$") (#eq? @g @f) (#eq? @one "1"))""",
+                ";",
             ),
         ),
         _m(
