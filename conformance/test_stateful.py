@@ -24,7 +24,7 @@ NO_SHRINK_ENV = "READSTREAM_NO_SHRINK"
 """Set (by ``run_kill_matrix``) to skip hypothesis' shrink phase: a kill needs no minimal example."""
 
 
-@pytest.mark.readstream_invariant("api", "MUST")
+@pytest.mark.readstream_invariant("api", "MUST", kind="contract")
 def test_stream_api_state_machine(readstream_impl: Any) -> None:
     """Pins within the limit, callback order, reads of produced blocks only (contiguous, within
     ``io_combine_limit`` and one segment), ``max_ios``, the pin budget, reset/end releasing all

@@ -75,7 +75,7 @@ from .markers import (
     required_capabilities,
     validate_item,
 )
-from .reporting import SCENARIO_PROPERTY, Results, write_json_atomically
+from .reporting import FAILURE_KIND_PROPERTY, SCENARIO_PROPERTY, Results, write_json_atomically
 from .scenario import set_model_version
 
 __all__ = [
@@ -125,12 +125,6 @@ def _state(config: pytest.Config) -> _State:
 
 def _is_readstream(item: pytest.Item) -> bool:
     return item.stash.get(READSTREAM_ITEM_KEY, False)
-
-
-#: The ``user_properties`` name of a failure's kind: ``implementation`` when the check that failed
-#: states what a version does (``readstream_conformance.ImplementationExpectation``), else the
-#: test's own kind. ``readstream review`` tells "a changed expectation" from "a broken invariant" by it.
-FAILURE_KIND_PROPERTY = "readstream_failure_kind"
 
 
 def _failure_kind(item: pytest.Item, exc: BaseException) -> str | None:
