@@ -161,7 +161,7 @@ def test_read_ahead_advice_of_each_start_is_the_models(
             seen = d.observer.starts
             if any(s.flags is None for s in seen):
                 pytest.skip("this implementation's observation does not report the flags of each start")
-            return [(s.blocknum, s.accepted, bool(s.flags & READ_BUFFERS_ISSUE_ADVICE)) for s in seen]
+            return [(s.blocknum, s.accepted, bool((s.flags or 0) & READ_BUFFERS_ISSUE_ADVICE)) for s in seen]
         finally:
             d.close()
 

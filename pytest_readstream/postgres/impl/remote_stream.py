@@ -549,11 +549,15 @@ class RemoteStreams:
         name = f"rsp_other_temp_{self._serial}"
         _, other = self._sessions()
         with self.impl.server._guard("making the other session's temporary table"):
+            # Committed, so that the stream's session can lock it (a table created in an open
+            # transaction stays locked until it ends); it lives as long as the other session,
+            # which has nothing else of this test yet.
+            other.execute("COMMIT")
             other.execute(f'CREATE TEMP TABLE "{name}" (x int)')
             row = other.execute("SELECT %s::regclass::oid", (name,)).fetchone()
             assert row is not None
             other.execute("SELECT rsp_extend(%s, %s)", (int(row[0]), rel.nblocks(fork)))
-        # Rolled back with the other session's transaction at the end of the test.
+            other.execute("BEGIN")
         table = _ServerRelation(name, int(row[0]), rel.nblocks(fork), spent=True)
         txn.tables[rel.relid] = table
         txn.relids[table.oid] = rel.relid
@@ -730,6 +734,11 @@ class RemoteStream:
         a cursor's ``FETCH`` after a ``SET``): the server's stream sees the GUC changed."""
         raw = ("on" if value else "off") if isinstance(value, bool) else str(value)
         self._streams.session_execute("SELECT set_config(%s, %s, true)", (name, raw))
+
+    @property
+    def can_force_pin_limit(self) -> bool:
+        """Whether :meth:`force_additional_pin_limit` works here (the traced copy only)."""
+        return bool(self._streams.probe.traced)
 
     def force_additional_pin_limit(self, limit: int) -> None:
         """From now until the end of the test, the traced stream's ``GetAdditionalPinLimit()``
