@@ -23,6 +23,7 @@ from reference_impl.errors import OtherSessionTempRelation
 from . import _oracle
 from ._fixtures import drive_fixture, relation_fixture  # noqa: F401
 from ._harness import Scenario
+from ._machine import fit_scenario
 
 pytestmark = pytest.mark.readstream_requires("stream-api")
 
@@ -120,7 +121,8 @@ def test_read_stream_c_special_cases(readstream_impl: Any, edge: str) -> None:
     limit, and no pin left (the driver checks after every call). Kills
     ``forwarded-overflow-not-copied`` (the forwarded buffer is not copied to the front: its
     block is pinned again and the forwarded pin leaks)."""
-    scenario = _EDGES[edge]
+    # In the server's own version where the implementation is a server (fit_scenario).
+    scenario = fit_scenario(_EDGES[edge], readstream_impl)
     d = scenario.start(readstream_impl)
     try:
         assert d.consume() == scenario.blocks
@@ -147,11 +149,14 @@ def test_read_ahead_advice_of_each_start_is_the_models(
     stream is compared with the reference model's for the same blocks. Kills ``advice-never``."""
     from pytest_readstream.reference import ReferenceImplementation
 
-    scenario = Scenario(
-        settings={"io_method": io_method, "effective_io_concurrency": 4},
-        relation_blocks=128,
-        blocks=_ADVICE_BLOCKS,
-        flags=flags,
+    scenario = fit_scenario(
+        Scenario(
+            settings={"io_method": io_method, "effective_io_concurrency": 4},
+            relation_blocks=128,
+            blocks=_ADVICE_BLOCKS,
+            flags=flags,
+        ),
+        readstream_impl,
     )
 
     def starts(impl: Any) -> list[tuple[int, int, bool]]:
