@@ -4,7 +4,7 @@ Subcommands::
 
     readstream check    [--impl NAME] [-n N] [--json PATH] [-- PYTEST-ARGS...]
     readstream mutants  [--impl reference|postgres] [--json PATH] [-n N] [--only NAME ...] [--seed N] [-k EXPR]
-                        [--pg-source DIR | --pg-fetch-source] [--pg-bindir DIR]
+                        [--pg-source DIR | --pg-fetch-source] [--pg-bindir DIR] [--fail-fast]
     readstream trace    --scan NAME (--nblocks N | --relation SHAPE) [--setting NAME=VALUE ...]
                         [--device PROFILE] [--cached-fraction F] [--seed S] [--unstreamed]
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
@@ -304,8 +304,15 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
     p.add_argument(
         "--pg-bindir", metavar="DIR", help="--impl postgres: the build to start (default: embedded)"
     )
+    p.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="--impl postgres: stop each mutant's run at its first failing test (the unmutated copy runs whole)",
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
+    if args.fail_fast and args.impl != "postgres":
+        raise CliError("--fail-fast needs --impl postgres (the model's mutants run in every mode whole)")
     pytest_args = ["-p", "hypothesis", "--hypothesis-profile=ci"]
     if args.seed is not None:
         if args.seed < 0:
@@ -390,7 +397,13 @@ def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if args.pg_bindir:
         server_args.append(f"--readstream-pg-bindir={bindir}")
     matrix = run_c_kill_matrix(
-        server_args, pytest_args, args.only or None, source=tree, bufmgr_h=bufmgr_h, version=headers.version
+        server_args,
+        pytest_args,
+        args.only or None,
+        source=tree,
+        bufmgr_h=bufmgr_h,
+        version=headers.version,
+        fail_fast=args.fail_fast,
     )
     print(format_kill_matrix(matrix, reference="unmutated copy"))
     for why in matrix["not_applicable"].values():
