@@ -850,9 +850,9 @@ class StreamDriver:
         change = getattr(self.stream, "change_session_setting", None)
         if callable(change):
             change(name, value)
-        else:
-            # The model's backend reads its GUCs from its settings, as a backend reads its globals.
-            self.backend.settings = self.backend.settings.replace(**{name: value})
+        # The model's backend reads its GUCs from its settings, as a backend reads its globals;
+        # a stream begun later in the test (begin_again) is judged by what the session has then.
+        self.backend.settings = self.backend.settings.replace(**{name: value})
         self._step(f"d.change_setting({name!r}, {value!r})", f"the session sets {name} = {value}")
         self.check()
 
