@@ -270,7 +270,8 @@ def test_only_the_capacity_mutant_is_blind_in_black_box() -> None:
     """A mutant is exempt from the black-box column only when its bug lives in the stream's own
     statistics; the table shows it as blind, not survived."""
     blind = sorted(n for n, f in MUTANTS.items() if f().introspection_only)
-    assert blind == ["capacity-updated-on-set-strategy"]
+    # The fast-path flag is the stream's own state too (issue 26, class 6).
+    assert blind == ["capacity-updated-on-set-strategy", "fast-path-never"]
     cell = {"killed": False, "killing_tests": [], "blind": True}
     result = {
         "modes": list(MODES),
