@@ -707,6 +707,11 @@ class RemoteStream:
             return rep
         except psycopg.Error as err:
             self._failed = True
+            if "temporary tables of other sessions" in str(err):
+                # StartReadBuffersImpl's RELATION_IS_OTHER_TEMP check (the model's error).
+                from reference_impl.errors import OtherSessionTempRelation
+
+                raise OtherSessionTempRelation(self.rel.name) from err
             seen = self._streams.take_requests()
             self.observation.requests(seen, faults.damaged(seen))
             mapped = read_error(err, self.rel.name)
