@@ -55,6 +55,7 @@ from ._observation import ModelObservation, StreamObservation, observation_for
 
 __all__ = [
     "ConformanceViolation",
+    "ImplementationExpectation",
     "StartEvent",
     "BufferManagerObserver",
     "BlockSource",
@@ -106,6 +107,21 @@ def make_the_consumer_wait(faults: Any, relation: str, blocks: list[int], settin
 
 class ConformanceViolation(AssertionError):
     """An invariant of the stream API was violated (the message says which, and how to replay)."""
+
+    #: What the broken check states (docs/conformance.md, "Contract and implementation"): a
+    #: promise PostgreSQL makes its callers ("contract"), or what a version merely does
+    #: ("implementation"). A test's own kind is its marker's; this is the kind of the check
+    #: that failed, which the plugin reports beside it.
+    readstream_kind = "contract"
+
+
+class ImplementationExpectation(ConformanceViolation):
+    """A per-version expectation did not hold: what PostgreSQL 18 (or 19, or master) does, not what
+    it promises its callers (e.g. that ``reset`` and ``end`` wait for every started read, or that a
+    read is waited for when the consumer reaches its first block). A patch may change it on purpose;
+    such a failure is a changed expectation to review, not a broken invariant."""
+
+    readstream_kind = "implementation"
 
 
 # ------------------------------------------------------------------------------ limits (oracle)
@@ -187,6 +203,8 @@ class StartEvent:
     at_us: int
     call: int
     waited: bool = False
+    #: The ``READ_BUFFERS_*`` flags passed (``None`` where the observation source does not say).
+    flags: int | None = None
 
 
 @dataclass
@@ -223,6 +241,8 @@ class BufferManagerObserver(ReadPathObserver):
         self._outstanding: dict[int, StartEvent] = {}
         self._max_outstanding = 0
         self.max_ios: int | None = None
+        #: GetAdditionalPinLimit()'s answer as a test chose it (None: the definition's).
+        self.forced_additional: int | None = None
         self.violations: list[str] = []
         self.call = 0
         # Why the starts and waits of the stream cannot be seen (its observation source says so).
@@ -295,6 +315,9 @@ class BufferManagerObserver(ReadPathObserver):
         # GetAdditionalPinLimit() from its definition and the backend's private refcount hash
         # (not the buffer manager's own function, which an implementation could get wrong too).
         additional = _oracle.additional_pin_limit(be.settings, len(be.refs.ovf))
+        if self.forced_additional is not None:
+            # The test chose GetAdditionalPinLimit()'s answer (StreamDriver.force_additional_pin_limit).
+            additional = self.forced_additional
         forwarded = 0
         if allow_forwarding:
             for i in range(nblocks):
@@ -320,7 +343,16 @@ class BufferManagerObserver(ReadPathObserver):
         if additional < 0:
             return
         self.record_start(
-            id(op), op, blocknum, nblocks_asked, nblocks, need_wait, additional, forwarded, start_us
+            id(op),
+            op,
+            blocknum,
+            nblocks_asked,
+            nblocks,
+            need_wait,
+            additional,
+            forwarded,
+            start_us,
+            flags=flags,
         )
 
     def _before_start(self, key: int, blocknum: int, nblocks: int, additional: int, forwarded: int) -> None:
@@ -351,6 +383,7 @@ class BufferManagerObserver(ReadPathObserver):
         at_us: int,
         *,
         check: bool = False,
+        flags: int | None = None,
     ) -> None:
         """A ``StartReadBuffers`` of the stream (``key`` names its operation until it is waited for).
 
@@ -371,6 +404,7 @@ class BufferManagerObserver(ReadPathObserver):
             forwarded,
             at_us,
             self.call,
+            flags=flags,
         )
         self._starts.append(ev)
         if need_wait:
@@ -585,8 +619,11 @@ class StreamDriver:
         lines += [s for s in self.steps if not s.startswith("stream = begin")]
         return "\n".join(lines)
 
-    def fail(self, message: str) -> None:
-        raise ConformanceViolation(f"{message}\n\nSteps (paste into a regression test):\n{self.script()}")
+    def fail(self, message: str, *, kind: str = "contract") -> None:
+        """Raise the violation; ``kind="implementation"`` for a per-version expectation
+        (:class:`ImplementationExpectation`)."""
+        cls = ImplementationExpectation if kind == "implementation" else ConformanceViolation
+        raise cls(f"{message}\n\nSteps (paste into a regression test):\n{self.script()}")
 
     @property
     def stream_pins(self) -> int:
@@ -719,8 +756,12 @@ class StreamDriver:
         if pins:
             self.fail(f"{what}() left {pins} pin(s) held by the stream: {self._stream_pin_list()}")
         if self.observer._outstanding:
+            # PostgreSQL 18's reset and end wait for every started read; what callers are promised
+            # is only that the pins are gone by the end of the statement (an in-flight patch lets
+            # reset abandon its reads: read-stream-reset-no-wait).
             self.fail(
-                f"{what}() returned with {len(self.observer._outstanding)} started read(s) never waited for"
+                f"{what}() returned with {len(self.observer._outstanding)} started read(s) never waited for",
+                kind="implementation",
             )
 
     def set_strategy(
@@ -802,6 +843,42 @@ class StreamDriver:
         self.source.paused = False
         self.check()
 
+    def change_setting(self, name: str, value: Any) -> None:
+        """``SET name = value`` in the stream's session while the stream is open (a cursor's
+        ``FETCH`` after a ``SET``). The stream keeps what it was begun with; the driver's checks
+        keep the settings of the begin too."""
+        change = getattr(self.stream, "change_session_setting", None)
+        if callable(change):
+            change(name, value)
+        # The model's backend reads its GUCs from its settings, as a backend reads its globals;
+        # a stream begun later in the test (begin_again) is judged by what the session has then.
+        self.backend.settings = self.backend.settings.replace(**{name: value})
+        self._step(f"d.change_setting({name!r}, {value!r})", f"the session sets {name} = {value}")
+        self.check()
+
+    def force_additional_pin_limit(self, limit: int) -> None:
+        """From now on ``GetAdditionalPinLimit()`` answers ``limit`` to the stream (the pin budget
+        of a pool far larger than the test's, up to and beyond int16). A stream that runs
+        elsewhere does this through its own hook (the server's traced copy); the model's stream
+        asks through the callable it keeps. Skips where neither exists."""
+        import pytest
+
+        force = getattr(self.stream, "force_additional_pin_limit", None)
+        asks = getattr(self.stream, "_additional_pin_limit", None)
+        if callable(force):
+            force(limit)
+        elif callable(asks):
+            # The buffer manager's answer changes; a stream that does not ask it (it computes its
+            # own budget) keeps doing so, and is judged against the chosen answer.
+            if getattr(asks, "__self__", None) is self.backend:
+                self.stream._additional_pin_limit = lambda: limit
+        else:
+            pytest.skip("this implementation's stream offers no way to choose GetAdditionalPinLimit()")
+        self.observer.forced_additional = limit
+        self._step(
+            f"d.force_additional_pin_limit({limit})", f"GetAdditionalPinLimit() answers {limit} from now on"
+        )
+
     def evict(self) -> None:
         """``pg_buffercache_evict_relation`` on the stream's relation (unpinned pages only)."""
         with self.observer.ignoring():
@@ -840,13 +917,19 @@ class StreamDriver:
             )
         if self.obs.pin_count(buf) < self.held[buf] + 1:
             self.fail(f"next_buffer() returned buffer {buf} (block {block}) without a pin for the caller")
+        # How a version waits (18, 19, master: one read per call, at its first block) is its own
+        # choice: a stream that combines backwards waits elsewhere (issue 26, class 8).
         if len(waits) > 1:
-            self.fail(f"one next_buffer() call waited for {len(waits)} reads (at most the one it returns)")
+            self.fail(
+                f"one next_buffer() call waited for {len(waits)} reads (at most the one it returns)",
+                kind="implementation",
+            )
         for w in waits:
             if w.start is not None and w.start.blocknum != block:
                 self.fail(
                     f"next_buffer() returning block {block} waited for the read starting at block "
-                    f"{w.start.blocknum}: a read must be waited for only when the consumer reaches its first block"
+                    f"{w.start.blocknum}: a read must be waited for only when the consumer reaches its first block",
+                    kind="implementation",
                 )
 
     def _check_end_of_stream(self) -> None:
@@ -938,6 +1021,16 @@ class StreamDriver:
             )
         if self.ended and pins:
             self.fail(f"the ended stream still holds {pins} pins")
+        ahead = len(self.source.queue)
+        if not self.ended and ahead > self.limit + 1:
+            # Every block taken from the callback and not yet returned is pinned in the queue, in
+            # the pending read (counted against the distance, at most max_pinned_buffers) or the
+            # one block pushed back (read_stream_unget_block): issue 26, class 5.
+            self.fail(
+                f"the stream has taken {ahead} blocks from the callback that it has not returned, "
+                f"more than its pin limit {self.limit} + the one block it may push back "
+                f"(blocks {[b for b, _ in self.source.queue][:12]})"
+            )
         if self.introspection and not self.ended:
             # What the stream says about itself is a claim, checked against the limits derived
             # here from the settings; it is never the yardstick of another check.

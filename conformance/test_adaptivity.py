@@ -39,7 +39,7 @@ def test_all_cached_stream_holds_one_pin_and_reads_nothing(
     d.end()
 
 
-@pytest.mark.readstream_invariant("adaptivity", "MUST")
+@pytest.mark.readstream_invariant("adaptivity", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in _METHODS], indirect=True)
 @pytest.mark.parametrize(
     "misses",
@@ -64,7 +64,7 @@ def test_fast_path_is_left_after_a_miss(
     d.end()
 
 
-@pytest.mark.readstream_invariant("adaptivity", "MUST")
+@pytest.mark.readstream_invariant("adaptivity", "MUST", kind="contract")
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cold=st.sets(st.integers(0, 199), max_size=60),
@@ -86,7 +86,7 @@ def test_hits_and_misses_in_any_mix(readstream_impl: Any, cold: set[int], method
     d.end()
 
 
-@pytest.mark.readstream_invariant("adaptivity", "MUST")
+@pytest.mark.readstream_invariant("adaptivity", "MUST", kind="contract")
 @pytest.mark.readstream_requires("pause-resume")
 @pytest.mark.parametrize("pause_at", [[0], [1], [5, 6], [17, 40, 90]])
 @pytest.mark.parametrize(

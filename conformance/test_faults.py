@@ -46,7 +46,7 @@ def _covering_start(d: Any, block: int) -> Any:
     return None
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="implementation")
 @pytest.mark.parametrize("readstream_settings", _settings_grid(), indirect=True)
 @pytest.mark.parametrize("fault_block", [0, 6, 37])
 @pytest.mark.parametrize("flags", [0, READ_STREAM_FULL])
@@ -81,7 +81,7 @@ def test_io_error_surfaces_when_the_consumer_reaches_its_read(
     assert readstream_instance.pool.pinned_buffers() == {}
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in _METHODS], indirect=True)
 @pytest.mark.parametrize("short_at", [1, 5, 15])
 def test_short_read_is_completed_by_a_follow_up_read(
@@ -102,7 +102,7 @@ def test_short_read_is_completed_by_a_follow_up_read(
     d.end()
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="contract")
 @pytest.mark.parametrize(
     ("readstream_settings", "outcome"),
     [pytest.param({"io_method": m}, "error", id=f"{m}-default-error") for m in _METHODS]
@@ -145,7 +145,7 @@ def _foreign_params() -> list[Any]:
     return [pytest.param({"io_method": m, "io_combine_limit": 1}, id=m) for m in _METHODS]
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="implementation")
 @pytest.mark.parametrize("readstream_settings", _foreign_params(), indirect=True)
 def test_foreign_io_in_progress_is_waited_for_not_repeated(
     drive: Any, relation: Any, readstream_instance: Any
@@ -160,7 +160,7 @@ def test_foreign_io_in_progress_is_waited_for_not_repeated(
     d.end()
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", _foreign_params(), indirect=True)
 def test_failing_foreign_io_is_retried_by_the_stream(
     drive: Any, relation: Any, readstream_instance: Any
@@ -175,7 +175,7 @@ def test_failing_foreign_io_is_retried_by_the_stream(
     d.end()
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="implementation")
 @pytest.mark.parametrize("readstream_settings", _foreign_params(), indirect=True)
 def test_two_blocks_of_one_foreign_io(drive: Any, relation: Any, readstream_instance: Any) -> None:
     """``004_read_stream.pl``: another backend reads blocks 2..4 in one I/O; the stream over 0, 2,
@@ -188,7 +188,7 @@ def test_two_blocks_of_one_foreign_io(drive: Any, relation: Any, readstream_inst
     d.end()
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in _METHODS], indirect=True)
 def test_failed_read_is_retried_by_the_next_stream(drive: Any, relation: Any, readstream_faults: Any) -> None:
     """A failed read does not poison its buffers: after the abort, a new stream over the same
@@ -215,7 +215,7 @@ def _scattered(nblocks: int, count: int) -> list[int]:
     return [(b * 4099) % nblocks for b in range(1, count + 1)]
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "readstream_settings",
     [

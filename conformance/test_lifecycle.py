@@ -27,7 +27,7 @@ pytestmark = pytest.mark.readstream_requires("stream-api")
 _METHODS = ["sync", "worker", "io_uring"]
 
 
-@pytest.mark.readstream_invariant("lifecycle", "MUST")
+@pytest.mark.readstream_invariant("lifecycle", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in _METHODS], indirect=True)
 @pytest.mark.parametrize("consumed", [0, 1, 2, 5, 33])
 @pytest.mark.parametrize("flags", [0, READ_STREAM_FULL])
@@ -47,7 +47,7 @@ def test_end_releases_every_pin_and_reads_nothing_new(
     assert readstream_backend.pinned_buffers() == {}
 
 
-@pytest.mark.readstream_invariant("lifecycle", "MUST")
+@pytest.mark.readstream_invariant("lifecycle", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in _METHODS], indirect=True)
 def test_reset_releases_everything_and_the_stream_is_reusable(
     drive: Any, relation: Any, readstream_backend: Any
@@ -91,7 +91,7 @@ def test_end_reads_the_pending_read(drive: Any, relation: Any, expected: list[An
     assert [(r.start, r.start + r.nblocks - 1) for r in d.reads] == expected
 
 
-@pytest.mark.readstream_invariant("lifecycle", "MUST")
+@pytest.mark.readstream_invariant("lifecycle", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in _METHODS], indirect=True)
 @pytest.mark.parametrize("consumed", [1, 4, 20])
 def test_abort_without_end_drops_every_pin(
@@ -115,7 +115,7 @@ def test_abort_without_end_drops_every_pin(
         assert readstream_instance.pool.mapped_invalid_blocks(rel) == started - read
 
 
-@pytest.mark.readstream_invariant("lifecycle", "MUST")
+@pytest.mark.readstream_invariant("lifecycle", "MUST", kind="implementation")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in _METHODS], indirect=True)
 @pytest.mark.parametrize(
     ("consumed", "fault_block"),

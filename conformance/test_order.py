@@ -32,7 +32,7 @@ _SMALL_QUEUES = st.fixed_dictionaries(
 )
 
 
-@pytest.mark.readstream_invariant("order", "MUST")
+@pytest.mark.readstream_invariant("order", "MUST", kind="contract")
 @hypothesis.settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     blocks=rs.block_sequences(300, max_len=150),
@@ -56,7 +56,7 @@ def test_buffers_come_back_in_callback_order_each_once(
     d.end()
 
 
-@pytest.mark.readstream_invariant("order", "MUST")
+@pytest.mark.readstream_invariant("order", "MUST", kind="contract")
 @pytest.mark.readstream_requires("per-buffer-data")
 @pytest.mark.parametrize("pattern", ["cold", "cached", "alternate", "repeated"])
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def _pushback_params() -> list[Any]:
     return out
 
 
-@pytest.mark.readstream_invariant("order", "MUST")
+@pytest.mark.readstream_invariant("order", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", _pushback_params(), indirect=True)
 @pytest.mark.parametrize("shape", ["scattered", "pairs", "repeats"])
 def test_unget_block_neither_lost_nor_duplicated(drive: Any, relation: Any, shape: str) -> None:
@@ -118,7 +118,7 @@ def test_unget_block_neither_lost_nor_duplicated(drive: Any, relation: Any, shap
     d.end()
 
 
-@pytest.mark.readstream_invariant("order", "MUST")
+@pytest.mark.readstream_invariant("order", "MUST", kind="contract")
 def test_end_of_stream_only_after_the_callback_ends(drive: Any, relation: Any) -> None:
     """An empty callback ends at once; otherwise the end comes after the last produced block and
     is repeated on every later call (§7, §9.6, §9.8)."""
@@ -134,7 +134,7 @@ def test_end_of_stream_only_after_the_callback_ends(drive: Any, relation: Any) -
     d.end()
 
 
-@pytest.mark.readstream_invariant("order", "MUST")
+@pytest.mark.readstream_invariant("order", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "readstream_settings",
     [{"io_method": m, "effective_io_concurrency": e} for m in ("sync", "worker") for e in (0, 16)],

@@ -50,7 +50,7 @@ _LIMIT_CASES = [
 ]
 
 
-@pytest.mark.readstream_invariant("pins", "MUST")
+@pytest.mark.readstream_invariant("pins", "MUST", kind="implementation")
 @pytest.mark.parametrize(
     ("readstream_settings", "strategy", "flags"), _LIMIT_CASES, indirect=["readstream_settings"]
 )
@@ -66,7 +66,7 @@ def test_stream_pins_never_exceed_its_limit(
     d.end()
 
 
-@pytest.mark.readstream_invariant("pins", "MUST")
+@pytest.mark.readstream_invariant("pins", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "readstream_settings",
     [
@@ -100,7 +100,7 @@ def test_tiny_pool_still_makes_progress(
         d.release_held()
 
 
-@pytest.mark.readstream_invariant("pins", "MUST")
+@pytest.mark.readstream_invariant("pins", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "readstream_settings",
     [
@@ -130,7 +130,7 @@ def test_reads_respect_the_backends_additional_pin_limit(
     d.end()
 
 
-@pytest.mark.readstream_invariant("pins", "MUST")
+@pytest.mark.readstream_invariant("pins", "MUST", kind="contract")
 @pytest.mark.parametrize("held", [8, 40, 80])
 @pytest.mark.parametrize("readstream_settings", [{}, {"io_method": "sync"}], indirect=True)
 def test_consumer_pins_shrink_the_streams_budget(
@@ -153,7 +153,7 @@ def test_consumer_pins_shrink_the_streams_budget(
         d.release_held()
 
 
-@pytest.mark.readstream_invariant("pins", "MUST")
+@pytest.mark.readstream_invariant("pins", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "readstream_settings",
     [
@@ -196,7 +196,7 @@ def test_limits_follow_the_effective_io_combine_limit(
     assert longest <= effective, f"a read of {longest} blocks; the effective io_combine_limit is {effective}"
 
 
-@pytest.mark.readstream_invariant("pins", "MUST")
+@pytest.mark.readstream_invariant("pins", "MUST", kind="contract")
 def test_a_split_read_forwards_its_pinned_buffer(drive: Any, relation: Any, readstream_instance: Any) -> None:
     """§8.4: a ``FULL`` stream over blocks 0..7 with block 3 cached starts [0-7]; the buffer
     manager splits the read at the cached block, which stays pinned and is forwarded to the next

@@ -37,7 +37,7 @@ def _io(d: Any) -> list[tuple[int, int]]:
     return [(r.start, r.start + r.nblocks - 1) for r in d.reads]
 
 
-@pytest.mark.readstream_invariant("reads", "MUST")
+@pytest.mark.readstream_invariant("reads", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in _METHODS], indirect=True)
 @pytest.mark.parametrize("grow_after", [0, 3, 39])
 def test_block_range_never_reads_past_numblocks_fixed_at_start(
@@ -56,7 +56,7 @@ def test_block_range_never_reads_past_numblocks_fixed_at_start(
     d.end()
 
 
-@pytest.mark.readstream_invariant("reads", "MUST")
+@pytest.mark.readstream_invariant("reads", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in _METHODS], indirect=True)
 @pytest.mark.parametrize("flags", [0, READ_STREAM_FULL])
 def test_reads_never_cross_a_segment(drive: Any, relation: Any, flags: int) -> None:
@@ -83,7 +83,7 @@ def test_segment_boundary_read_sequence(drive: Any, relation: Any) -> None:
     d.end()
 
 
-@pytest.mark.readstream_invariant("reads", "MUST")
+@pytest.mark.readstream_invariant("reads", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "readstream_settings",
     [
@@ -128,7 +128,7 @@ def test_cold_sequential_reads_reach_io_combine_limit(
     d.end()
 
 
-@pytest.mark.readstream_invariant("reads", "MUST")
+@pytest.mark.readstream_invariant("reads", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "readstream_settings",
     [
@@ -176,7 +176,7 @@ def test_scattered_stream_starts_reads_ahead(
     d.end()
 
 
-@pytest.mark.readstream_invariant("reads", "MUST")
+@pytest.mark.readstream_invariant("reads", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "readstream_settings", [{"io_method": m, "io_combine_limit": 1} for m in _METHODS], indirect=True
 )

@@ -72,7 +72,7 @@ def _io(outcome: ScanOutcome) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ sampling
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="implementation")
 @pytest.mark.parametrize(
     ("percent", "seed", "blocks"),
     [
@@ -135,7 +135,7 @@ def test_system_repeatable_samples_postgresqls_block_set(
         assert out.result["rows"] == 4 * len(blocks), f"{variant}: {out.result['rows']} rows"
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="implementation")
 @pytest.mark.parametrize(
     ("percent", "seed", "rows", "digest"),
     [(10.0, 7.0, 31, 17213968968091465129), (33.3, -2.5, 92, 8484231993590367923)],
@@ -159,7 +159,7 @@ def test_bernoulli_repeatable_samples_postgresqls_tuples(
         assert out.result["tid_digest"] == digest, f"{variant}: other tuples than PostgreSQL's"
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="implementation")
 @pytest.mark.parametrize(("nblocks", "rows"), [(60, 40), (97, 200), (64, 256)])
 def test_system_rows_visits_blocks_in_one_stride_order(readstream_impl: Any, nblocks: int, rows: int) -> None:
     """``SYSTEM_ROWS (n)`` visits blocks ``firstblock + k × step (mod nblocks)``, each at most
@@ -192,7 +192,7 @@ def _prefix(nblocks: int, visible: int, frozen: int = 0) -> RelationSpec:
     )
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="implementation")
 @pytest.mark.parametrize(("visible", "scanned"), [(31, 100), (32, 68), (33, 67)])
 def test_vacuum_skips_runs_of_at_least_32_all_visible_pages(
     readstream_impl: Any, visible: int, scanned: int
@@ -207,7 +207,7 @@ def test_vacuum_skips_runs_of_at_least_32_all_visible_pages(
         )
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="implementation")
 def test_vacuum_always_reads_the_last_page(readstream_impl: Any) -> None:
     """VACUUM of an all-frozen table still reads its last page (``find_next_unskippable_block``:
     the last block is never skippable, so that the relation can be truncated)."""
@@ -216,7 +216,7 @@ def test_vacuum_always_reads_the_last_page(readstream_impl: Any) -> None:
 
 
 # ------------------------------------------------------------------------------ bulk read
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="implementation")
 @pytest.mark.parametrize("extra_blocks", [0, 1])
 def test_bulkread_ring_only_above_a_quarter_of_shared_buffers(
     readstream_impl: Any, extra_blocks: int
@@ -235,7 +235,7 @@ def test_bulkread_ring_only_above_a_quarter_of_shared_buffers(
         )
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="implementation")
 @pytest.mark.parametrize(
     "gucs",
     [
@@ -266,7 +266,7 @@ def test_bulkread_ring_has_getaccessstrategys_size(readstream_impl: Any, gucs: d
 
 
 # ------------------------------------------------------------------------------ pg_prewarm
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="implementation")
 def test_pg_prewarm_buffer_mode_reads_every_block_without_a_ring(readstream_impl: Any) -> None:
     """``pg_prewarm(t, 'buffer')`` reads every block of a table larger than ``NBuffers / 4`` into
     shared buffers with no ring (``pg_prewarm``: no strategy), so all of it stays resident:
@@ -284,7 +284,7 @@ def test_pg_prewarm_buffer_mode_reads_every_block_without_a_ring(readstream_impl
             assert resident == list(range(nblocks)), f"{variant}: not every block stayed resident"
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="contract")
 def test_pg_prewarm_reads_are_cut_at_a_segment_boundary(readstream_impl: Any) -> None:
     """``pg_prewarm`` of blocks ``RELSEG_SIZE - 12 .. RELSEG_SIZE + 18`` reads up to the segment
     boundary, then from it (``mdmaxcombine``: a read never crosses a 1 GiB segment); reads are

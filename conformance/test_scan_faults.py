@@ -43,7 +43,7 @@ def _seqscan(impl: Any, settings: Settings, faults: FaultPlan | None) -> ScanOut
     return impl.run_scan(ScanRequest("seqscan", _spec(), settings=settings, faults=faults, seed=3))
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="implementation")
 @pytest.mark.parametrize("method", _METHODS)
 @pytest.mark.parametrize("block", [0, 37, _NBLOCKS - 1])
 def test_eio_during_a_scan_is_an_error_naming_its_read(readstream_impl: Any, method: str, block: int) -> None:
@@ -60,7 +60,7 @@ def test_eio_during_a_scan_is_an_error_naming_its_read(readstream_impl: Any, met
     assert fired and all(f["fault"] == "eio" for f in fired)
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="contract")
 @pytest.mark.parametrize("method", _METHODS)
 @pytest.mark.parametrize("which", ["early", "later"])
 def test_short_read_during_a_scan_is_completed(readstream_impl: Any, method: str, which: str) -> None:
@@ -89,7 +89,7 @@ def test_short_read_during_a_scan_is_completed(readstream_impl: Any, method: str
     assert out.pinned_after == 0
 
 
-@pytest.mark.readstream_invariant("faults", "MUST")
+@pytest.mark.readstream_invariant("faults", "MUST", kind="contract")
 @pytest.mark.parametrize("method", _METHODS)
 def test_latency_spike_delays_a_scan_and_changes_nothing_else(readstream_impl: Any, method: str) -> None:
     settings = native_settings(readstream_impl, io_method=method)

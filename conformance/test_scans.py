@@ -107,7 +107,7 @@ def _assert_reads_bounded(outcome: ScanOutcome, nblocks: int, icl: int, what: st
         )
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="contract")
 @pytest.mark.parametrize("scan", sorted(_FULL_SCANS))
 @pytest.mark.parametrize(
     "readstream_settings",
@@ -140,7 +140,7 @@ def test_streamed_and_unstreamed_agree(
     readstream_stats.record_outcome(s, scan=scan, unstreamed_reads=u.reads)
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="contract")
 @pytest.mark.parametrize(
     ("scan", "params"),
     [
@@ -161,7 +161,7 @@ def test_scan_never_reads_past_the_size_it_started_with(
         assert all(b < spec.nblocks for b in out.blocks)
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "scan",
     [
@@ -197,7 +197,7 @@ def _window(settings: Settings) -> int:
     return max(1, min((settings.effective_io_concurrency + 1) * icl, _oracle.max_proportional_pins(settings)))
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "readstream_settings",
     [
@@ -235,7 +235,7 @@ def test_system_time_overshoot_bounded_by_lookahead_window(
     assert out.pinned_after == 0
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="implementation")
 @pytest.mark.parametrize("io_method", ["worker", "sync"])
 def test_rescan_that_adds_a_strategy_reads_through_the_ring(readstream_impl: Any, io_method: str) -> None:
     """A two-pass ``seqscan`` whose table grows past ``NBuffers / 4`` before the rescan reads its
@@ -261,7 +261,7 @@ def test_rescan_that_adds_a_strategy_reads_through_the_ring(readstream_impl: Any
     assert normal <= 200, f"{normal} reads without a strategy: the second pass kept the stale one{ran}"
 
 
-@pytest.mark.readstream_invariant("scans", "MUST")
+@pytest.mark.readstream_invariant("scans", "MUST", kind="contract")
 @pytest.mark.parametrize("io_method", ["worker", "sync"])
 def test_rescan_that_removes_a_strategy_never_uses_the_freed_one(
     readstream_impl: Any, io_method: str

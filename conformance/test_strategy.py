@@ -27,7 +27,7 @@ from ._harness import make_strategy
 pytestmark = pytest.mark.readstream_requires("stream-api", "set-strategy")
 
 
-@pytest.mark.readstream_invariant("strategy", "MUST")
+@pytest.mark.readstream_invariant("strategy", "MUST", kind="contract")
 @pytest.mark.parametrize(
     "spec",
     [
@@ -63,7 +63,7 @@ def test_pin_limit_stays_at_least_one_after_set_strategy(
     d.end()
 
 
-@pytest.mark.readstream_invariant("strategy", "MUST")
+@pytest.mark.readstream_invariant("strategy", "MUST", kind="contract")
 @pytest.mark.parametrize("spec", [("bulkread", 32), ("vacuum", 64), ("bulkread", 8)])
 @pytest.mark.parametrize("readstream_settings", [{}, {"io_method": "sync"}], indirect=True)
 def test_set_strategy_clamps_the_current_distance(drive: Any, relation: Any, spec: tuple[str, int]) -> None:
@@ -77,7 +77,7 @@ def test_set_strategy_clamps_the_current_distance(drive: Any, relation: Any, spe
     d.end()
 
 
-@pytest.mark.readstream_invariant("strategy", "MUST")
+@pytest.mark.readstream_invariant("strategy", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{"version": "19"}, {"version": "20devel"}], indirect=True)
 @pytest.mark.readstream_requires("pause-resume")
 @pytest.mark.parametrize("spec", [("bulkread", 32), ("vacuum", 64)])
@@ -133,7 +133,7 @@ def test_capacity_statistic_unchanged_by_set_strategy(drive: Any, relation: Any)
     d.end()
 
 
-@pytest.mark.readstream_invariant("strategy", "MUST")
+@pytest.mark.readstream_invariant("strategy", "MUST", kind="implementation")
 @pytest.mark.parametrize(
     "readstream_settings", [{}, {"io_method": "sync"}, {"effective_io_concurrency": 1}], indirect=True
 )
@@ -161,7 +161,7 @@ def test_rescan_that_adds_a_strategy_uses_its_ring(
     assert readstream_backend.stats.io["bulkread"].reuses > 0
 
 
-@pytest.mark.readstream_invariant("strategy", "MUST")
+@pytest.mark.readstream_invariant("strategy", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{}, {"io_method": "sync"}], indirect=True)
 def test_rescan_that_removes_a_strategy_never_touches_the_freed_one(
     drive: Any, relation: Any, readstream_instance: Any

@@ -31,8 +31,26 @@ class HarnessError(RuntimeError):
     readstream_harness_error = "run the test"
 
 
+def _harness_error_in(exc: BaseException | None) -> BaseException | None:
+    """``exc`` if it is a harness error, or the first harness error of an exception group
+    (hypothesis' ``FlakyFailure`` groups what failed once and not on replay), else ``None``."""
+    if exc is None:
+        return None
+    what = getattr(exc, "readstream_harness_error", None)
+    if isinstance(what, str) and what:
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            found = _harness_error_in(sub)
+            if found is not None:
+                return found
+    return None
+
+
 def harness_error_line(exc: BaseException | None) -> str | None:
-    """``"the harness could not WHAT: FIRST LINE"`` for a harness error, else ``None``."""
+    """``"the harness could not WHAT: FIRST LINE"`` for a harness error (also one inside an
+    exception group), else ``None``."""
+    exc = _harness_error_in(exc)
     what = getattr(exc, "readstream_harness_error", None)
     if exc is None or not isinstance(what, str) or not what:
         return None

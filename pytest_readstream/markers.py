@@ -4,9 +4,12 @@
   ``readstream_faults(*faults, **kw)``: the scenario (read by the fixtures, see ``scenario.py``);
 * ``readstream_requires(*capabilities)``: skip, with the reason, when the implementation under
   test lacks one;
-* ``readstream_invariant(family, tier)``: the invariant family a conformance test checks and its
-  tier (``MUST``, ``SHOULD``, ``MAY``, as the JSON-Schema test suite grades its tests); the summary
-  and the report group by family.
+* ``readstream_invariant(family, tier, kind=...)``: the invariant family a conformance test checks,
+  its tier (``MUST``, ``SHOULD``, ``MAY``, as the JSON-Schema test suite grades its tests) and its
+  kind (``contract`` or ``implementation``, :data:`KINDS`; SHOULD and MAY are ``implementation``
+  unless they say otherwise); the summary and the report group by family, and the report carries
+  the kind (``readstream_meta``'s ``invariant``) and, for a failure, the kind of the check that
+  failed (``readstream_failure_kind``).
 
 A malformed marker (an unknown capability, a tier that is not one of the three) is found at
 collection and makes that test fail at setup with a message naming the marker and what is
@@ -29,6 +32,8 @@ from .reporting import META_PROPERTY
 __all__ = [
     "MARKERS",
     "TIERS",
+    "KINDS",
+    "invariant_kind",
     "register_markers",
     "is_readstream_item",
     "validate_item",
@@ -41,6 +46,12 @@ __all__ = [
 ]
 
 TIERS = ("MUST", "SHOULD", "MAY")
+#: What an invariant states (docs/conformance.md, "Contract and implementation"): ``contract``,
+#: what PostgreSQL promises the callers of its stream (pins released by the end of the statement,
+#: each block returned once, in order, ...); ``implementation``, what a version merely does (that
+#: reset and end wait for every started read, exact read sequences, ...), a per-version
+#: expectation that a patch may change on purpose.
+KINDS = ("contract", "implementation")
 MARKERS: dict[str, str] = {
     "readstream_settings": "readstream_settings(**gucs): reference_impl.Settings for the test's instance",
     "readstream_storage": "readstream_storage(profile, **fields): the simulated device (a DeviceProfile)",
@@ -48,7 +59,10 @@ MARKERS: dict[str, str] = {
         "readstream_faults(*faults, faults=, foreign_ios=, cancel=, random=): the test's FaultPlan"
     ),
     "readstream_requires": "readstream_requires(*capabilities): skip when the implementation lacks one",
-    "readstream_invariant": "readstream_invariant(family, tier): the invariant family and MUST/SHOULD/MAY tier",
+    "readstream_invariant": (
+        "readstream_invariant(family, tier, kind=None): the invariant family, MUST/SHOULD/MAY tier, and "
+        "kind (contract: what PostgreSQL promises callers; implementation: what a version does)"
+    ),
     "readstream_relation": "readstream_relation(shape, **params): the readstream_relation fixture's spec",
 }
 
@@ -82,7 +96,16 @@ def _invariant(item: pytest.Item) -> dict[str, str] | None:
         raise ValueError(
             f"@pytest.mark.readstream_invariant({family!r}, {tier!r}): tier must be one of {', '.join(TIERS)}"
         )
-    return {"family": family.strip(), "tier": tier.upper()}
+    kind = mark.kwargs.get("kind", args[2] if len(args) > 2 else None)
+    if kind is not None and kind not in KINDS:
+        raise ValueError(
+            f"@pytest.mark.readstream_invariant({family!r}, {tier!r}, kind={kind!r}): kind must be one of "
+            f"{', '.join(KINDS)}"
+        )
+    if kind is None and tier.upper() != "MUST":
+        # What a version does beyond its promises is a SHOULD or MAY by definition.
+        kind = "implementation"
+    return {"family": family.strip(), "tier": tier.upper(), "kind": kind}
 
 
 def invariant_tier(item: pytest.Item) -> str | None:
@@ -92,6 +115,15 @@ def invariant_tier(item: pytest.Item) -> str | None:
     except ValueError:
         return None
     return invariant["tier"] if invariant else None
+
+
+def invariant_kind(item: pytest.Item) -> str | None:
+    """The item's kind (``contract`` or ``implementation``), or ``None`` when it has none."""
+    try:
+        invariant = _invariant(item)
+    except ValueError:
+        return None
+    return invariant["kind"] if invariant else None
 
 
 def required_capabilities(item: pytest.Item) -> list[str]:

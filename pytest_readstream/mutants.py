@@ -38,6 +38,7 @@ from reference_impl import STREAM_CLASSES, InvalidBlockNumber, ReadStreamBase, R
 from reference_impl.buffers.pool import INVALID_BUFFER
 from reference_impl.buffers.strategy import get_access_strategy_pin_limit
 
+from . import _missed_mutants as _missed
 from .protocol import ScanOutcome, ScanRequest
 from .reference import ReferenceImplementation
 
@@ -680,6 +681,70 @@ MUTANTS: dict[str, Callable[..., MutantImplementation]] = {
         scan's ring is 32 buffers instead of 94 (issue 18: caught before only because pages
         escaped the smaller ring). Scan level.""",
         scan_patch=_bulkread_ring_in_blocks_not_kb,
+    ),
+    # Issue 26: one mutant per class of bugs the suite missed, each the twin of the C mutant of
+    # the same name (postgres/builds/traced_copy.py) where the class can be written in the model.
+    "io-combine-limit-read-live": _mutant(
+        "io-combine-limit-read-live",
+        """Class 1, settings changed while a stream is open: the look-ahead combines up to the
+        ``io_combine_limit`` GUC as it is now (a ``SET`` between two ``FETCH``es of a cursor), not
+        the limit the stream captured when it began ("Capture stable values for these two
+        GUC-derived numbers for the lifetime of this stream", ``read_stream_begin_impl``).""",
+        _missed.IoCombineLimitReadLive,
+    ),
+    "pin-limit-int16-truncated": _mutant(
+        "pin-limit-int16-truncated",
+        """Class 2, extreme limits: ``GetAdditionalPinLimit()`` is cast to ``int16`` instead of
+        capped at ``PG_INT16_MAX`` (``read_stream_start_pending_read``): a backend allowed 65536 + 3
+        more pins (a pool of tens of millions of buffers) reads 3 blocks at a time.""",
+        _missed.PinLimitInt16Truncated,
+    ),
+    "forwarded-overflow-not-copied": _mutant(
+        "forwarded-overflow-not-copied",
+        """Class 3, constructed edge sequences: a read split at a cached block whose forwarded
+        buffer lands in the overflow zone past the queue's end is copied to the front without that
+        buffer (``overflow = buffer_index + nblocks - queue_size``, the forwarded buffers left
+        out): the next start does not find it, pins the block again and the forwarded pin leaks
+        (``read_stream_start_pending_read``'s comment on copying overflowing buffers).""",
+        _missed.ForwardedOverflowNotCopied,
+    ),
+    "advice-never": _mutant(
+        "advice-never",
+        """Class 4, the flags of each start: under ``io_method=sync`` the stream never sets
+        ``READ_BUFFERS_ISSUE_ADVICE`` (``advice_enabled`` stays false), so random reads are never
+        prefetched with ``posix_fadvise``.""",
+        _missed.AdviceNever,
+    ),
+    "hit-distance-not-decayed": _mutant(
+        "hit-distance-not-decayed",
+        """Class 5, how far ahead the callback is called: a start that needs no I/O does not decay
+        the look-ahead (19+: read-ahead) distance (``read_stream_start_pending_read``: "Look-ahead
+        distance decays, no I/O necessary"), so a ``READ_STREAM_FULL`` stream over cached blocks
+        keeps taking ``io_combine_limit`` blocks ahead from the callback and never reaches the
+        fast path.""",
+        _missed.HitDistanceNotDecayed,
+    ),
+    "fast-path-never": _mutant(
+        "fast-path-never",
+        """Class 6, the fast path: an all-cached stream never enters the fast path (every buffer
+        goes through the queue's regular path; correct, but the optimisation is gone).""",
+        _missed.FastPathNever,
+        introspection_only=True,
+    ),
+    "other-temp-accepted": _mutant(
+        "other-temp-accepted",
+        """Class 7, entry points: a stream on another session's temporary table is begun instead
+        of raising "cannot access temporary tables of other sessions" (``RELATION_IS_OTHER_TEMP``
+        in ``read_stream_begin_impl``): it would read pages whose current contents live in the
+        other session's local buffers.""",
+        _missed.OtherTempAccepted,
+    ),
+    "descending-merged": _mutant(
+        "descending-merged",
+        """Class 8, order assumptions: a block just below the pending read is merged into it
+        without moving the read's start (a backwards-combining stream done wrong): a descending
+        stream reads and returns the block after the read instead of the one before it.""",
+        _missed.DescendingMerged,
     ),
     "system-time-ignores-deadline": _mutant(
         "system-time-ignores-deadline",

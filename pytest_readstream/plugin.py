@@ -68,13 +68,14 @@ from .markers import (
     MARKER_ERROR_KEY,
     READSTREAM_ITEM_KEY,
     add_meta,
+    invariant_kind,
     invariant_tier,
     note_missing_capability,
     register_markers,
     required_capabilities,
     validate_item,
 )
-from .reporting import SCENARIO_PROPERTY, Results, write_json_atomically
+from .reporting import FAILURE_KIND_PROPERTY, SCENARIO_PROPERTY, Results, write_json_atomically
 from .scenario import set_model_version
 
 __all__ = [
@@ -124,6 +125,13 @@ def _state(config: pytest.Config) -> _State:
 
 def _is_readstream(item: pytest.Item) -> bool:
     return item.stash.get(READSTREAM_ITEM_KEY, False)
+
+
+def _failure_kind(item: pytest.Item, exc: BaseException) -> str | None:
+    checked = getattr(exc, "readstream_kind", None)
+    if checked == "implementation":
+        return "implementation"
+    return invariant_kind(item)
 
 
 # ------------------------------------------------------------------------------------ start-up
@@ -484,6 +492,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if line is not None:
             # The test judged nothing: the report and the verdict say so (harness_errors.py).
             report.user_properties.append((HARNESS_ERROR_PROPERTY, line))
+        elif readstream:
+            # A contract test can fail on a per-version expectation its driver checks (reset
+            # waiting for every read): the kind of the check that failed, beside the test's.
+            kind = _failure_kind(item, call.excinfo.value)
+            if kind is not None:
+                report.user_properties.append((FAILURE_KIND_PROPERTY, kind))
     if readstream and report.failed:
         already = item.stash.get(CALL_FAILED_KEY, False)
         if call.when == "call":

@@ -32,9 +32,17 @@ import pytest
 
 from .harness_errors import HARNESS_ERROR_PROPERTY
 
+#: The ``user_properties`` name of a failure's kind (``readstream_failure_kind``): ``implementation``
+#: when the check that failed states what a version does (the conformance harness's
+#: ``ImplementationExpectation``), else the failing test's own kind (``contract`` or
+#: ``implementation``, its ``readstream_invariant`` marker). ``readstream review`` tells "a
+#: changed expectation" from "a broken invariant" by it.
+FAILURE_KIND_PROPERTY = "readstream_failure_kind"
+
 __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
+    "FAILURE_KIND_PROPERTY",
     "META_PROPERTY",
     "SCENARIO_PROPERTY",
     "STATS_PROPERTY",
@@ -75,6 +83,9 @@ class TestResult:
     pytest_counts: Counter[str] = field(default_factory=Counter)
     # "the harness could not ...": the test failed for the harness, not the implementation.
     harness_error: str | None = None
+    # For a failure: "implementation" when the check that failed states what a version does,
+    # else the test's own kind (FAILURE_KIND_PROPERTY).
+    failure_kind: str | None = None
 
     @property
     def family(self) -> str:
@@ -98,6 +109,7 @@ class TestResult:
             "stats": self.stats,
             "duration": round(self.duration, 6),
             "harness_error": self.harness_error,
+            "failure_kind": self.failure_kind,
         }
 
 
@@ -180,6 +192,8 @@ class Results:
                 stats.append(value)
             elif name == HARNESS_ERROR_PROPERTY and isinstance(value, str) and report.failed:
                 res.harness_error = res.harness_error or value
+            elif name == FAILURE_KIND_PROPERTY and isinstance(value, str) and report.failed:
+                res.failure_kind = res.failure_kind or value
         if stats or report.when == "teardown":
             res.stats = stats or res.stats
 

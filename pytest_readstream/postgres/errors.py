@@ -9,6 +9,7 @@ which pass through unchanged.
 from __future__ import annotations
 
 __all__ = [
+    "PgConnectionTimeout",
     "PgEvictionError",
     "PgHarnessError",
     "PgNotAvailable",
@@ -41,6 +42,23 @@ class PgStartupError(PgHarnessError):
     """``initdb`` or the postmaster (``PostmasterMain`` in ``postmaster.c``) failed to start."""
 
     readstream_harness_error = "start the PostgreSQL server"
+
+
+class PgConnectionTimeout(PgHarnessError):
+    """A connection to a running server timed out (psycopg's ``ConnectionTimeout``): a machine so
+    loaded that the postmaster did not accept in time (a settings reload, a new probe session).
+
+    The server is alive, so nothing the test judged is behind it: a harness error, never a test
+    failure or a kill (a backend that crashed under a mutant loses its connection instead, and
+    the postmaster's restart is seen by the liveness check).
+    """
+
+    readstream_harness_error = "reach the PostgreSQL server in time"
+
+    def __init__(self, operation: str, err: BaseException) -> None:
+        self.operation = operation
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        super().__init__(f"connecting during {operation} timed out under load: {first}")
 
 
 class PgServerDied(PgHarnessError):

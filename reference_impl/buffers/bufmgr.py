@@ -831,6 +831,10 @@ class Backend:
             )
         if not 1 <= nblocks <= 128:
             raise ModelUsageError(f"StartReadBuffers nblocks {nblocks} is out of range 1..128")
+        # "see comments in ReadBuffer_common" (StartReadBuffersImpl): another session's
+        # temporary relation lives in its local buffers.
+        if op.rel.persistence == "t":
+            self._check_temp_relation(op.rel)
         rel = op.rel
         strategy = op.strategy
         relstats = op.relstats

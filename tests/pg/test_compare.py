@@ -24,6 +24,22 @@ from pytest_readstream.postgres.fidelity.compare import (
     format_comparison,
 )
 
+#: Issue 26's C mutants change what compare's scenarios do not exercise or measure (a GUC changed
+#: mid-stream, a chosen pin budget, advice flags, another session's temporary table, descending
+#: blocks, the fast-path flag, overflow-zone splits of a 2-buffer ring): the conformance suite's
+#: test_missed.py kills each of them instead.
+_NOT_COMPARED = {
+    "io-combine-limit-read-live",
+    "combine-limit-read-live",
+    "pin-limit-int16-truncated",
+    "forwarded-overflow-not-copied",
+    "advice-never",
+    "hit-distance-not-decayed",
+    "fast-path-never",
+    "other-temp-accepted",
+    "descending-merged",
+}
+
 _RECORD: dict[str, Any] = {
     "reads": 66,
     "blocks": 1000,
@@ -184,7 +200,9 @@ def test_every_c_mutant_differs_from_the_unmutated_copy(pg_source_tree: Path, tm
     text = (pg_source_tree / READ_STREAM_C).read_text()
     bufmgr = (pg_source_tree / BUFMGR_H).read_text()
     # The mutants of what 19 added do not apply to an 18 tree (one line each, tested elsewhere).
-    applicable = [m for m in MUTANTS if mutant_problem(text, m, bufmgr_h=bufmgr) is None]
+    applicable = [
+        m for m in MUTANTS if m not in _NOT_COMPARED and mutant_problem(text, m, bufmgr_h=bufmgr) is None
+    ]
     missed = []
     for mutant in applicable:
         out = tmp_path / f"{mutant}.json"

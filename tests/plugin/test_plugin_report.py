@@ -95,7 +95,7 @@ def test_report_on_a_run_with_failures(pytester: pytest.Pytester) -> None:
     assert failed["scenario"]["settings"] == {"io_combine_limit": 1}
     assert failed["scenario"]["rerun"].endswith("--readstream-seed=77 --readstream-impl=reference")
     assert failed["scenario"]["relations"][0]["name"] == "small"
-    assert failed["invariant"] == {"family": "combining", "tier": "SHOULD"}
+    assert failed["invariant"] == {"family": "combining", "tier": "SHOULD", "kind": "implementation"}
     assert tests["test_suite.py::test_known_failure"]["outcome"] == "xfailed"
     assert "a known bug" in tests["test_suite.py::test_known_failure"]["message"]
     assert tests["test_suite.py::test_pause"]["missing_capabilities"] == ["pause-resume"]

@@ -109,15 +109,20 @@ class CMutantNotApplicable(TracedCopyError):
 # --------------------------------------------------------------------------- C mutants
 @dataclass(frozen=True)
 class _Edit:
-    """Replace the node captured ``@target`` by the query inside ``function`` (exactly one match).
+    """Replace the node captured ``@target`` by the query inside ``function`` (exactly ``count``
+    matches, each replaced).
 
-    ``new`` is a ``str.format`` template over the texts of the query's captures.
+    ``new`` is a ``str.format`` template over the texts of the query's captures. ``function`` may
+    name alternatives (``"read_stream_look_ahead|read_stream_should_look_ahead"``) where a later
+    version moved the code into a function of its own: the matches of every alternative the file
+    defines are counted together.
     """
 
     label: str
     function: str
     query: str
     new: str
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -330,6 +335,158 @@ MUTANTS: dict[str, CMutant] = {
             ),
             needs_operation_fields=("foreign_io",),
         ),
+        # Issue 26: one planted bug per class of bugs the suite missed (docs/conformance.md).
+        _m(
+            "io-combine-limit-read-live",
+            "class 1 (settings changed while a stream is open): the look-ahead combines up to the "
+            "io_combine_limit GUC as it is now, not the limit the stream was begun with",
+            _Edit(
+                "pending_read_nblocks == stream->io_combine_limit (twice)",
+                "read_stream_look_ahead",
+                """((binary_expression
+                      left: (field_expression field: (field_identifier) @p)
+                      operator: "=="
+                      right: (field_expression argument: (identifier) @s field: (field_identifier) @f) @target)
+                    (#eq? @p "pending_read_nblocks") (#eq? @s "stream") (#eq? @f "io_combine_limit"))""",
+                "io_combine_limit",
+                count=2,
+            ),
+        ),
+        _m(
+            "combine-limit-read-live",
+            "class 1 (settings changed while a stream is open): after an I/O the combine distance "
+            "grows up to the io_combine_limit GUC as it is now, not the stream's own limit",
+            _Edit(
+                "combine_distance = Min(combine_distance, stream->io_combine_limit)",
+                "read_stream_next_buffer",
+                """((call_expression
+                      function: (identifier) @min
+                      arguments: (argument_list
+                                   (identifier) @v
+                                   (field_expression field: (field_identifier) @f) @target))
+                    (#eq? @min "Min") (#eq? @v "combine_distance") (#eq? @f "io_combine_limit"))""",
+                "io_combine_limit",
+            ),
+        ),
+        _m(
+            "pin-limit-int16-truncated",
+            "class 2 (extreme limits): GetAdditionalPinLimit() is cast to int16 instead of capped at "
+            "PG_INT16_MAX, so a budget of 65536 + n pins allows n",
+            _Edit(
+                "buffer_limit = Min(GetAdditionalPinLimit(), PG_INT16_MAX)",
+                "read_stream_start_pending_read",
+                """((call_expression
+                      function: (identifier) @min
+                      arguments: (argument_list (call_expression function: (identifier) @get) @inner
+                                                (identifier) @cap)) @target
+                    (#eq? @min "Min") (#eq? @get "GetAdditionalPinLimit") (#eq? @cap "PG_INT16_MAX"))""",
+                "(int16) {inner}",
+            ),
+        ),
+        _m(
+            "forwarded-overflow-not-copied",
+            "class 3 (constructed edge sequences): a split read whose forwarded buffer lands in the "
+            "overflow zone is copied to the front of the queue without it, so the next start pins "
+            "its block again and the forwarded pin leaks",
+            _Edit(
+                "overflow = (buffer_index + nblocks + forwarded) - stream->queue_size",
+                "read_stream_start_pending_read",
+                """((binary_expression
+                      left: (parenthesized_expression
+                              (binary_expression
+                                left: (binary_expression left: (identifier) @a operator: "+" right: (identifier) @b) @keep
+                                operator: "+"
+                                right: (identifier) @f) @target)
+                      operator: "-"
+                      right: (field_expression field: (field_identifier) @q))
+                    (#eq? @a "buffer_index") (#eq? @b "nblocks") (#eq? @f "forwarded") (#eq? @q "queue_size"))""",
+                "{keep}",
+            ),
+        ),
+        _m(
+            "advice-never",
+            "class 4 (the flags of each start): under io_method=sync the stream never issues "
+            "read-ahead advice (READ_BUFFERS_ISSUE_ADVICE), so random reads are not prefetched",
+            _Edit(
+                "stream->advice_enabled = true",
+                "read_stream_begin_impl",
+                """((expression_statement
+                      (assignment_expression
+                        left: (field_expression field: (field_identifier) @f)
+                        right: (true))) @target
+                    (#eq? @f "advice_enabled"))""",
+                ";",
+            ),
+        ),
+        _m(
+            "hit-distance-not-decayed",
+            "class 5 (how far ahead the callback is called): a start that needs no I/O does not decay "
+            "the (read-ahead) distance, so a stream that ramped up keeps asking the callback that far "
+            "ahead over cached blocks, and never enters the fast path",
+            _Edit(
+                "if (stream->distance > 1) stream->distance-- (19+: readahead_distance)",
+                "read_stream_start_pending_read",
+                """((if_statement
+                      condition: (parenthesized_expression
+                                   (binary_expression
+                                     left: (field_expression field: (field_identifier) @f)
+                                     operator: ">"
+                                     right: (number_literal) @one))
+                      consequence: (expression_statement
+                                     (update_expression
+                                       argument: (field_expression field: (field_identifier) @g)))) @target
+                    (#match? @f "^(distance|readahead_distance)$") (#eq? @g @f) (#eq? @one "1"))""",
+                ";",
+            ),
+        ),
+        _m(
+            "fast-path-never",
+            "class 6 (the fast path): an all-cached stream never enters the fast path "
+            "(stream->fast_path = true is lost), every buffer takes the queue's regular path",
+            _Edit(
+                "stream->fast_path = true",
+                "read_stream_next_buffer",
+                """((expression_statement
+                      (assignment_expression
+                        left: (field_expression field: (field_identifier) @f)
+                        right: (true))) @target
+                    (#eq? @f "fast_path"))""",
+                ";",
+            ),
+        ),
+        _m(
+            "other-temp-accepted",
+            "class 7 (entry points): a stream on another session's temporary table is begun instead "
+            "of raising 'cannot access temporary tables of other sessions'",
+            _Edit(
+                "if (rel && RELATION_IS_OTHER_TEMP(rel)) ereport(ERROR, ...)",
+                "read_stream_begin_impl",
+                """((if_statement
+                      condition: (parenthesized_expression
+                                   (binary_expression right: (call_expression function: (identifier) @m)))) @target
+                    (#eq? @m "RELATION_IS_OTHER_TEMP"))""",
+                ";",
+            ),
+        ),
+        _m(
+            "descending-merged",
+            "class 8 (order assumptions): a block just below the pending read is merged into it "
+            "without moving the read's start, so a descending stream reads (and returns) the block "
+            "after the read instead of the one before it",
+            _Edit(
+                "pending_read_blocknum + pending_read_nblocks == blocknum",
+                "read_stream_look_ahead",
+                """((binary_expression
+                      left: (binary_expression
+                              left: (field_expression field: (field_identifier) @a) @start
+                              operator: "+"
+                              right: (field_expression field: (field_identifier) @b))
+                      operator: "=="
+                      right: (identifier) @v) @target
+                    (#eq? @a "pending_read_blocknum") (#eq? @b "pending_read_nblocks") (#eq? @v "blocknum"))""",
+                "({target} || {start} == {v} + 1)",
+            ),
+        ),
     )
 }
 
@@ -346,21 +503,24 @@ def _apply_mutant(text: str, mutant: CMutant, bufmgr: CSource, version: str | No
             )
     edits = []
     for edit in mutant.edits:
-        fn = src.function(edit.function)
-        if fn is None:
+        names = edit.function.split("|")
+        fns = [fn for fn in (src.function(name) for name in names) if fn is not None]
+        shown = " or ".join(f"{name}()" for name in names)
+        if not fns:
             raise CMutantNotApplicable(
-                f"C mutant {mutant.name} does not apply to {where}: it defines no {edit.function}()"
+                f"C mutant {mutant.name} does not apply to {where}: it defines no {shown}"
             )
-        found = src.matches(edit.query, within=fn.node)
-        if len(found) != 1:
-            how = "matches nothing" if not found else f"matches {len(found)} times (it must match once)"
+        found = [m for fn in fns for m in src.matches(edit.query, within=fn.node)]
+        if len(found) != edit.count:
+            want = "once" if edit.count == 1 else f"{edit.count} times"
+            how = "matches nothing" if not found else f"matches {len(found)} times (it must match {want})"
             raise CMutantNotApplicable(
-                f"C mutant {mutant.name} does not apply to {where}: edit '{edit.label}' in "
-                f"{edit.function}() {how}"
+                f"C mutant {mutant.name} does not apply to {where}: edit '{edit.label}' in {shown} {how}"
             )
-        caps = {name: src.node_text(node) for name, node in found[0].items()}
-        target = found[0]["target"]
-        edits.append((target.start_byte, target.end_byte, edit.new.format(**caps)))
+        for match in found:
+            caps = {name: src.node_text(node) for name, node in match.items()}
+            target = match["target"]
+            edits.append((target.start_byte, target.end_byte, edit.new.format(**caps)))
     return apply_edits(src.data, edits).decode("utf-8")
 
 
@@ -383,6 +543,20 @@ static int	rsp_trace_cap = 0;
 
 /* The last additional-pin limit the stream obtained, until the next start consumes it. */
 static int32 rsp_last_additional_pin_limit = -1;
+
+/*
+ * A chosen answer of GetAdditionalPinLimit() / GetAdditionalLocalPinLimit() to the stream
+ * (rsp_force_pin_limit), -1 for the buffer manager's own: a test can give a stream the pin budget
+ * of a pool of tens of thousands of buffers, or one beyond int16, without such a pool.  The
+ * probe puts it back to -1 at the end of every transaction.
+ */
+static int64 rsp_forced_additional_pin_limit = -1;
+
+void
+rsp_trace_force_pin_limit(int64 limit)
+{
+	rsp_forced_additional_pin_limit = limit;
+}
 
 void
 rsp_trace_clear(void)
@@ -559,7 +733,13 @@ def _wrapper(proto: CPrototype, kind: str, op_fields: set[str]) -> str:
         else:
             body.append("\t(void) rsp_index;")
     else:  # limit
-        body += ["", f"\trsp_result = {call};", "\trsp_note_pin_limit((int64) rsp_result);"]
+        body += [
+            "",
+            f"\trsp_result = {call};",
+            "\tif (rsp_forced_additional_pin_limit >= 0)",
+            f"\t\trsp_result = ({ret}) rsp_forced_additional_pin_limit;",
+            "\trsp_note_pin_limit((int64) rsp_result);",
+        ]
         if void:
             raise TracedCopyError(
                 f"{proto.name}() in this storage/bufmgr.h returns void: no pin limit to trace"

@@ -258,6 +258,12 @@ class RemoteStreams:
                     rep.raw[key] = fresh[key]
         return rep
 
+    def session_execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        """One statement in the stream's session (inside the test's transaction)."""
+        conn, _ = self._sessions()
+        with self.impl.server._guard("a statement in the stream's session"):
+            conn.execute(sql, params)
+
     def take_requests(self) -> list[Any]:
         """The interposer's ledger entries of every call since the last time they were taken."""
         out, self._unseen_requests = self._unseen_requests, []
@@ -428,6 +434,10 @@ class RemoteStreams:
             raise StreamUnavailable(
                 f"streams of fork {int(fork)}: the server tables are mirrored main forks only"
             )
+        if rel.persistence == "t" and getattr(rel, "temp_owner", None) not in (None, backend.id):
+            # Another session's temporary table: the other session makes one, and the stream's
+            # session begins a stream on it, which read_stream_begin_impl refuses.
+            return self._begin_other_temp(backend, rel, callback, private, fork=fork, flags=flags)
         if rel.is_catalog or rel.persistence != "p":
             raise StreamUnavailable("a catalog or non-permanent relation cannot be mirrored on the server")
         if rel.tablespace_eic is not None or rel.tablespace_mic is not None:
@@ -516,6 +526,55 @@ class RemoteStreams:
         stream._send_pauses()
         if self._ledger_rule is not None:
             stream.observation.read_from_ledger(self._ledger_rule, {*self.foreign.pids, self._other_pid})
+        return stream
+
+    def _begin_other_temp(
+        self, backend: Any, rel: Any, callback: Any, private: Any, *, fork: Any, flags: int
+    ) -> RemoteStream:
+        """A stream on a temporary table of the other session (``RELATION_IS_OTHER_TEMP``): the
+        server raises ``cannot access temporary tables of other sessions``, which becomes the
+        model's :class:`~reference_impl.errors.OtherSessionTempRelation`. A stream that begins
+        anyway is returned, for the test to see that it did."""
+        from reference_impl.errors import OtherSessionTempRelation
+
+        if _block_range(callback, private) is not None or not isinstance(
+            getattr(callback, "blocks", None), list
+        ):
+            raise StreamUnavailable(
+                "a stream on another session's temporary table takes a planned list of blocks"
+            )
+        self.impl.configure(backend.settings)
+        txn = self._transaction(backend)
+        self._serial += 1
+        name = f"rsp_other_temp_{self._serial}"
+        _, other = self._sessions()
+        with self.impl.server._guard("making the other session's temporary table"):
+            # Committed, so that the stream's session can lock it (a table created in an open
+            # transaction stays locked until it ends); it lives as long as the other session,
+            # which has nothing else of this test yet.
+            other.execute("COMMIT")
+            other.execute(f'CREATE TEMP TABLE "{name}" (x int)')
+            row = other.execute("SELECT %s::regclass::oid", (name,)).fetchone()
+            assert row is not None
+            other.execute("SELECT rsp_extend(%s, %s)", (int(row[0]), rel.nblocks(fork)))
+            other.execute("BEGIN")
+        table = _ServerRelation(name, int(row[0]), rel.nblocks(fork), spent=True)
+        txn.tables[rel.relid] = table
+        txn.relids[table.oid] = rel.relid
+        txn.prepared.add(rel.relid)
+        txn.mirrored_others.add(rel.relid)
+        planned = list(callback.blocks[getattr(callback, "pos", 0) :])
+        try:
+            rep = self.call(
+                "rsp_begin", table.oid, int(fork), int(flags), None, None, False, planned, None, None
+            )
+        except psycopg.errors.FeatureNotSupported as err:
+            if "temporary tables of other sessions" not in str(err):
+                raise
+            # The session's transaction is aborted; the next test's begins afresh.
+            self._txn = None
+            raise OtherSessionTempRelation(rel.name) from err
+        stream = RemoteStream(self, txn, rel, table, callback, private, rep, False, len(planned))
         return stream
 
 
@@ -648,6 +707,11 @@ class RemoteStream:
             return rep
         except psycopg.Error as err:
             self._failed = True
+            if "temporary tables of other sessions" in str(err):
+                # StartReadBuffersImpl's RELATION_IS_OTHER_TEMP check (the model's error).
+                from reference_impl.errors import OtherSessionTempRelation
+
+                raise OtherSessionTempRelation(self.rel.name) from err
             seen = self._streams.take_requests()
             self.observation.requests(seen, faults.damaged(seen))
             mapped = read_error(err, self.rel.name)
@@ -669,6 +733,29 @@ class RemoteStream:
                         self.observation.failed_read(e.first_block, e.nblocks)
                 raise mapped from err
             raise
+
+    def change_session_setting(self, name: str, value: Any) -> None:
+        """``SET LOCAL name = value`` in the stream's session between two calls of the stream (as
+        a cursor's ``FETCH`` after a ``SET``): the server's stream sees the GUC changed."""
+        raw = ("on" if value else "off") if isinstance(value, bool) else str(value)
+        self._streams.session_execute("SELECT set_config(%s, %s, true)", (name, raw))
+
+    @property
+    def can_force_pin_limit(self) -> bool:
+        """Whether :meth:`force_additional_pin_limit` works here (the traced copy only)."""
+        return bool(self._streams.probe.traced)
+
+    def force_additional_pin_limit(self, limit: int) -> None:
+        """From now until the end of the test, the traced stream's ``GetAdditionalPinLimit()``
+        answers ``limit`` (the probe's ``rsp_force_pin_limit``; the server's own stream cannot)."""
+        if not self._streams.probe.traced:
+            import pytest
+
+            pytest.skip(
+                "a chosen GetAdditionalPinLimit() needs the traced copy of the server's read_stream.c "
+                "(--readstream-pg-source or --readstream-pg-fetch-source)"
+            )
+        self._call("rsp_force_pin_limit", int(limit))
 
     def pause(self) -> int:
         """``read_stream_pause`` called by the harness's callback as it mirrors the server's.
@@ -928,7 +1015,7 @@ class ServerObservation:
         for event in trace:
             # [kind, buffer, block, asked, accepted, forwarded, additional limit, flags, must_wait,
             # returned]: the last is what the call returned (None for a void call).
-            kind, buf, blocknum, asked, accepted, forwarded, additional, _flags, must_wait = event[:9]
+            kind, buf, blocknum, asked, accepted, forwarded, additional, flags, must_wait = event[:9]
             buf, blocknum, accepted = int(buf), int(blocknum), int(accepted)
             if kind == 1:
                 self._keys += 1
@@ -936,7 +1023,7 @@ class ServerObservation:
                 limit = _INT16_MAX if additional < 0 else int(additional)
                 obs.record_start(
                     key, None, blocknum, int(asked), accepted, bool(must_wait),
-                    limit, int(forwarded), 0, check=True,
+                    limit, int(forwarded), 0, check=True, flags=int(flags),
                 )  # fmt: skip
                 if not must_wait:
                     continue

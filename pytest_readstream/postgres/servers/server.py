@@ -39,6 +39,7 @@ import psycopg
 from psycopg import conninfo as _conninfo
 
 from ..errors import (
+    PgConnectionTimeout,
     PgHarnessError,
     PgNotAvailable,
     PgServerDied,
@@ -356,12 +357,19 @@ class PgServer:
         return _conninfo.make_conninfo(self._dsn, dbname=dbname)
 
     def _connect_raw(self, dbname: str | None) -> psycopg.Connection[Any]:
-        return psycopg.connect(
-            self.conninfo(dbname),
-            autocommit=True,
-            application_name="pytest-readstream harness",
-            connect_timeout=30,
-        )
+        try:
+            return psycopg.connect(
+                self.conninfo(dbname),
+                autocommit=True,
+                application_name="pytest-readstream harness",
+                connect_timeout=30,
+            )
+        except psycopg.errors.ConnectionTimeout as err:
+            # A postmaster that is still there but did not accept in time (a loaded machine):
+            # the harness's problem, never the test's (issue 26, class 11). A dead one is
+            # reported as such.
+            self.ensure_alive(f"connecting to {dbname or 'the admin database'}")
+            raise PgConnectionTimeout(f"connecting to {dbname or 'the admin database'}", err) from err
 
     def connect(self, dbname: str | None = None) -> psycopg.Connection[Any]:
         """A new autocommit connection (the caller closes it)."""

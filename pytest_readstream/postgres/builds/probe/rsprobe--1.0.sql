@@ -29,3 +29,5 @@ CREATE FUNCTION rsp_pause_at(id int4, positions int8[]) RETURNS text
     AS 'MODULE_PATHNAME', 'rsp_pause_at' LANGUAGE C VOLATILE STRICT;
 CREATE FUNCTION rsp_resume(id int4, release int4[]) RETURNS text
     AS 'MODULE_PATHNAME', 'rsp_resume' LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION rsp_force_pin_limit(lim int8) RETURNS text
+    AS 'MODULE_PATHNAME', 'rsp_force_pin_limit' LANGUAGE C VOLATILE STRICT;

@@ -115,6 +115,7 @@ PG_FUNCTION_INFO_V1(rsp_extend);
 PG_FUNCTION_INFO_V1(rsp_pins);
 PG_FUNCTION_INFO_V1(rsp_pause_at);
 PG_FUNCTION_INFO_V1(rsp_resume);
+PG_FUNCTION_INFO_V1(rsp_force_pin_limit);
 
 /* The end of a transaction frees the streams' memory and drops their pins: forget them. */
 static void
@@ -126,6 +127,10 @@ rsp_xact_callback(XactEvent event, void *arg)
 	{
 		memset(rsp_streams, 0, sizeof(rsp_streams));
 		rsp_nheld = 0;
+#ifdef RSPROBE_TRACED
+		/* A chosen pin limit lasts one test (one transaction). */
+		rsp_trace_force_pin_limit(-1);
+#endif
 	}
 }
 
@@ -841,4 +846,31 @@ rsp_pins(PG_FUNCTION_ARGS)
 	}
 	relation_close(rel, AccessShareLock);
 	PG_RETURN_INT64(pins);
+}
+
+/*
+ * From now until the end of the transaction, the traced stream's GetAdditionalPinLimit() and
+ * GetAdditionalLocalPinLimit() answer ``limit`` (-1: the buffer manager's own answer again): the
+ * pin budget of a pool far larger than the server's, up to and beyond int16 (issue 26, class 2).
+ * The stream asks, so its trace records the chosen answer as the limit in force.
+ */
+Datum
+rsp_force_pin_limit(PG_FUNCTION_ARGS)
+{
+	int64		limit = PG_GETARG_INT64(0);
+	StringInfoData s;
+
+	rsp_setup();
+	if (limit < -1 || limit > (int64) PG_UINT32_MAX)
+		ereport(ERROR,
+				(errmsg("rsprobe: pin limit %lld is not -1 or 0 .. %u", (long long) limit, PG_UINT32_MAX)));
+#ifdef RSPROBE_TRACED
+	rsp_trace_force_pin_limit(limit);
+#else
+	ereport(ERROR,
+			(errmsg("rsprobe: a chosen pin limit needs the traced copy of read_stream.c")));
+#endif
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"forced_pin_limit\":%lld", (long long) limit);
+	PG_RETURN_TEXT_P(rsp_finish(&s, NULL));
 }

@@ -22,5 +22,7 @@ typedef struct RspTraceEvent {
 extern void rsp_trace_clear(void);
 extern int rsp_trace_count(void);
 extern const RspTraceEvent *rsp_trace_events(void);
+/* A chosen GetAdditionalPinLimit() answer for the stream (-1: the buffer manager's own). */
+extern void rsp_trace_force_pin_limit(int64 limit);
 
 #endif							/* RSPROBE_TRACE_H */
