@@ -1,4 +1,4 @@
-"""Which conformance tests and checks state a per-version expectation, until the suite says so.
+"""Which conformance tests and checks state a per-version expectation, for reports recorded before the suite said so.
 
 The conformance suite is gaining a "contract or implementation" axis (issue 26 item 9): each
 MUST test's ``readstream_invariant`` marker will carry ``kind="implementation"`` when it states

@@ -65,7 +65,7 @@ def kind_of(test: dict[str, Any]) -> tuple[str, str]:
     inv = test.get("invariant") or {}
     if not isinstance(inv, dict):
         inv = {}
-    for value in (test.get("readstream_kind"), test.get("kind")):
+    for value in (test.get("failure_kind"), test.get("readstream_kind"), test.get("kind")):
         if value in _KINDS:
             return str(value), "readstream_kind"
     first = (test.get("message") or "").split("\n", 1)[0]

@@ -158,7 +158,15 @@ def test_the_kind_comes_from_the_test_first_then_a_version_parameter() -> None:
         "message": "conformance._harness.ConformanceViolation: end() left 1 pin",
     }
     assert kind_of(leak) == ("contract", "ConformanceViolation")
-    # Until the suite marks its tests: the interim table of the suite's implementation tests and checks.
+    # The kind of the check that failed, as the plugin reports it (failure_kind), comes first.
+    reported = {
+        "nodeid": "conformance/test_order.py::t[1]",
+        "failure_kind": "implementation",
+        "invariant": {"kind": "contract"},
+        "message": "conformance._harness.ImplementationExpectation: reset() returned with 2 started read(s)",
+    }
+    assert kind_of(reported) == ("implementation", "readstream_kind")
+    # Reports recorded before the suite marked its tests: the table of its implementation tests and checks. of the suite's implementation tests and checks.
     drained = {
         "nodeid": "conformance/test_order.py::t[1]",
         "message": "conformance._harness.ConformanceViolation: reset() returned with 2 started read(s) never waited for",
