@@ -21,7 +21,8 @@ regular expressions, and only inside function bodies. The operators:
 ``NEG``  negated condition: the condition of an ``if``, ``while``, ``for``, ``do`` or ``?:`` by
          ``!(condition)``.
 ``SDL``  statement deletion: an expression statement (a call, an assignment, an increment) by
-         an empty statement.
+         an empty statement (by ``if (0) statement`` where it calls a buffer-manager function
+         the traced copy wraps, see :func:`generate_mutants`).
 ``INC``  increments: ``++`` and ``--`` swapped (prefix and postfix).
 
 What is not a site: code outside function bodies (declarations, macros), ``Assert`` and its kin
@@ -241,12 +242,18 @@ def _innermost_statement(node: Any, counted: set[tuple[int, int]]) -> tuple[int,
     return None
 
 
-def generate_mutants(text: str, *, functions: set[str] | None = None) -> list[SystematicMutant]:
+def generate_mutants(
+    text: str, *, functions: set[str] | None = None, keep_calls: frozenset[str] = frozenset()
+) -> list[SystematicMutant]:
     """Every systematic mutant of ``text`` (a C file), in file order (then by operator).
 
     ``functions`` restricts the sites to those function bodies. Each mutant is one edit; the
     mutated file is C that the parser reads without an error where the original was (the unit
-    tests check that for every mutant).
+    tests check that for every mutant). A deleted statement that calls one of ``keep_calls``
+    becomes ``if (0) statement`` instead of ``;``: the same program once compiled (the call
+    never runs), but the call stays in the text for a builder that looks for it (the traced
+    copy routes ``StartReadBuffers`` and its kin through wrappers and refuses a file that never
+    calls them).
     """
     src = parse_c(text)
     out: list[SystematicMutant] = []
@@ -258,7 +265,7 @@ def generate_mutants(text: str, *, functions: set[str] | None = None) -> list[Sy
             continue
         counted = {(s.start_byte, s.end_byte) for s in statement_nodes(src, body)}
         for node in src._walk(body):
-            for op, start, end, original, repl in _sites(src, node):
+            for op, start, end, original, repl in _sites(src, node, keep_calls):
                 if _is_not_code(src, node):
                     continue
                 stmt = _innermost_statement(node, counted)
@@ -285,7 +292,16 @@ def _line_col(src: CSource, offset: int) -> tuple[int, int]:
     return line, col
 
 
-def _sites(src: CSource, node: Any) -> Iterator[tuple[str, int, int, str, str]]:
+def _calls_any(src: CSource, node: Any, names: frozenset[str]) -> bool:
+    for n in src._walk(node):
+        if n.type == "call_expression":
+            fn = n.child_by_field_name("function")
+            if fn is not None and src.node_text(fn) in names:
+                return True
+    return False
+
+
+def _sites(src: CSource, node: Any, keep_calls: frozenset[str]) -> Iterator[tuple[str, int, int, str, str]]:
     """``(operator, start, end, original, replacement)`` of each mutant at ``node``."""
     t = node.type
     if t in ("binary_expression", "assignment_expression"):
@@ -323,7 +339,9 @@ def _sites(src: CSource, node: Any) -> Iterator[tuple[str, int, int, str, str]]:
     elif t == "expression_statement":
         if node.named_child_count == 0:
             return  # already an empty statement
-        yield "SDL", node.start_byte, node.end_byte, src.node_text(node), ";"
+        text = src.node_text(node)
+        repl = f"if (0) {text}" if keep_calls and _calls_any(src, node, keep_calls) else ";"
+        yield "SDL", node.start_byte, node.end_byte, text, repl
     elif t == "update_expression":
         op_node = node.child_by_field_name("operator")
         if op_node is None:

@@ -41,7 +41,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +63,9 @@ __all__ = [
 STATUSES = ("killed", "timeout", "survived", "equivalent", "not reached", "not compiled", "not judged")
 _SCHEMA = 1
 _SCAN_TESTS = ("test_scans.py", "test_scan_facts.py", "test_scan_faults.py")
+# Every this many mutants a worker runs the unmutated copy on the tests that kill most.
+_CONTROL_EVERY = 20
+_CONTROL_TESTS = 8
 
 
 # ------------------------------------------------------------------------------ reviewed equivalents
@@ -219,6 +221,127 @@ def _as_result(run: _Run) -> dict[str, Any]:
     }
 
 
+class _WorkerDied(RuntimeError):
+    """The worker's pytest process ended (or never became ready)."""
+
+
+class _Worker:
+    """A long-lived ``pytest`` process running jobs (:mod:`._systematic_worker`) on ``tree``."""
+
+    def __init__(self, tree: Path, args: list[str], log: Path, startup_s: float = 900.0) -> None:
+        self.tree = tree
+        self.args = args
+        self.log = log
+        self.startup_s = startup_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._start()
+
+    def _start(self) -> None:
+        jobs_r, jobs_w = os.pipe()
+        res_r, res_w = os.pipe()
+        env = dict(
+            os.environ,
+            READSTREAM_SYSTEMATIC_JOBS_FD=str(jobs_r),
+            READSTREAM_SYSTEMATIC_RESULTS_FD=str(res_w),
+            READSTREAM_NO_SHRINK="1",
+        )
+        env.pop("READSTREAM_IMPL", None)
+        self.cwd = tempfile.mkdtemp(prefix="readstream-sysworker-")
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "readstream_conformance",
+            "--readstream-impl=postgres",
+            f"--readstream-pg-source={self.tree}",
+            "-p",
+            "pytest_readstream.postgres.builds._systematic_worker",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *self.args,
+        ]
+        with self.log.open("a") as out:
+            self.proc = subprocess.Popen(
+                cmd, env=env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, pass_fds=(jobs_r, res_w)
+            )
+        os.close(jobs_r)
+        os.close(res_w)
+        self.jobs = os.fdopen(jobs_w, "w", buffering=1)
+        self.results = res_r
+        self.buf = b""
+        ready = self._read(self.startup_s)
+        if ready is None or not ready.get("ready"):
+            self._kill()
+            raise _WorkerDied(f"the worker did not become ready (log: {self.log})")
+
+    def _read(self, timeout: float) -> dict[str, Any] | None:
+        import select
+
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self.results], [], [], min(left, 5.0))
+            if ready:
+                chunk = os.read(self.results, 1 << 16)
+                if not chunk:
+                    raise _WorkerDied(
+                        f"the worker ended (exit code {self.proc.wait() if self.proc else '?'})"
+                    )
+                self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def run(self, job: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """The job's reply, or ``None`` when it did not end within ``timeout`` (the worker is then
+        killed and started again). Raises :class:`_WorkerDied` (after a restart) when it died."""
+        try:
+            self.jobs.write(json.dumps(job) + "\n")
+            reply = self._read(timeout)
+        except (_WorkerDied, BrokenPipeError) as err:
+            self._kill()
+            self._start()
+            raise _WorkerDied(str(err)) from err
+        if reply is None:
+            self._kill()
+            self._start()
+        return reply
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            _kill_tree(self.proc.pid)
+        if self.proc is not None:
+            self.proc.wait()
+        for closer in (self.jobs.close, lambda: os.close(self.results)):
+            try:
+                closer()
+            except OSError:
+                pass
+        shutil.rmtree(self.cwd, ignore_errors=True)
+
+    def restart(self) -> None:
+        self._kill()
+        self._start()
+
+    def stop(self) -> None:
+        try:
+            self.jobs.write(json.dumps({"stop": True}) + "\n")
+            self.jobs.flush()
+            assert self.proc is not None
+            self.proc.wait(timeout=120)
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            pass
+        self._kill()
+
+
+def _deselect_scans() -> str:
+    return " and ".join(f"not {name[:-3]}" for name in _SCAN_TESTS)
+
+
 # ------------------------------------------------------------------------------ the score
 def score(counts: dict[str, int]) -> float | None:
     """killed (timeouts included) / (reached - equivalent - not compiled - not judged), in %."""
@@ -235,6 +358,12 @@ class _Progress:
         self.counts: dict[str, int] = {}
         self.t0 = time.monotonic()
         self.lock = threading.Lock()
+
+    def undo(self, status: str) -> None:
+        """A verdict taken back (to be judged again)."""
+        with self.lock:
+            self.done -= 1
+            self.counts[status] = self.counts.get(status, 0) - 1
 
     def step(self, mutant: SystematicMutant, status: str, seconds: float, cached: bool) -> None:
         with self.lock:
@@ -276,13 +405,13 @@ def run_systematic(
     from ..servers._cluster import embedded_bindir
     from ._cbuild import CBuildUnavailable
     from .probe_build import build_probe
-    from .traced_copy import TracedCopyError
+    from .traced_copy import WRAPPED_CALLS, TracedCopyError
 
     emit = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     t_start = time.monotonic()
     original = (Path(tree) / READ_STREAM_C).read_text()
     digest = hashlib.sha256(original.encode()).hexdigest()[:16]
-    mutants = generate_mutants(original)
+    mutants = generate_mutants(original, keep_calls=frozenset(WRAPPED_CALLS))
     generated = list(mutants)
     if only is not None:
         wanted = set(only)
@@ -317,9 +446,8 @@ def run_systematic(
         except (CBuildUnavailable, TracedCopyError) as err:
             raise RuntimeError(f"the instrumented unmutated copy does not build: {err}") from err
         times = root / f"times-{os.getpid()}.json"
-        deselect = " and ".join(f"not {name[:-3]}" for name in _SCAN_TESTS)
         run = _run_suite(
-            [f"--readstream-pg-source={ref_tree}", *common, "-k", deselect, "-n", str(workers)],
+            [f"--readstream-pg-source={ref_tree}", *common, "-k", _deselect_scans(), "-n", str(workers)],
             order=None,
             times_out=times,
             timeout_s=3600,
@@ -352,7 +480,7 @@ def run_systematic(
     reached_stmts = {tuple(r) for r in ref["hits"]}
     durations: dict[str, float] = ref["times"]
     serial = sum(durations.get(t, 0.0) for t in ref_result["passed_tests"])
-    timeout_s = max(300.0, 4 * serial + 120)
+    timeout_s = max(300.0, 2 * serial + 120)
 
     kills: dict[str, int] = {}
     kills_lock = threading.Lock()
@@ -377,8 +505,9 @@ def run_systematic(
     if not ref_clean:
         emit("reference run not clean: no mutant is judged")
         todo = []
-    free_slots = list(range(workers))
-    slots_lock = threading.Lock()
+    worker_args = [*common, "-k", _deselect_scans(), "-p", "no:xdist"]
+    queue: list[SystematicMutant] = list(todo)
+    queue_lock = threading.Lock()
 
     def cached(m: SystematicMutant, mhash: str) -> dict[str, Any] | None:
         path = root / "results" / f"{m.key}.json"
@@ -387,59 +516,41 @@ def run_systematic(
         entry: dict[str, Any] = json.loads(path.read_text())
         if entry.get("source") != mhash or entry.get("schema") != _SCHEMA:
             return None
-        if entry["status"] in ("killed",):
+        if entry["status"] == "killed":
             # A kill stands while the killing test's module is unchanged.
             module = entry["killing_tests"][0].split("::", 1)[0]
-            if entry.get("module_hash") == module_hashes.get(module):
-                return entry
-            return None
+            return entry if entry.get("module_hash") == module_hashes.get(module) else None
         if entry["status"] == "not compiled":
             return entry
         return entry if entry.get("suite") == suite_hash and entry["status"] != "not judged" else None
 
-    def judge_one(m: SystematicMutant) -> None:
+    def judge_one(m: SystematicMutant, worker: _Worker) -> bool:
+        """Judge ``m`` (from the cache, or in ``worker``); whether it ran in the worker."""
         text = m.apply(original)
         mhash = hashlib.sha256(text.encode()).hexdigest()[:16]
         hit = cached(m, mhash)
         if hit is not None:
             verdicts[m.id] = hit
             _finish(m, hit, cached_hit=True)
-            return
-        with slots_lock:
-            slot = free_slots.pop()
+            return False
         t0 = time.monotonic()
+        mirror_tree(Path(tree), worker.tree, text)
         try:
-            mtree = mirror_tree(Path(tree), root / "trees" / f"worker-{os.getpid()}-{slot}", text)
-            try:
-                build_probe(real_bindir, traced_source=mtree / READ_STREAM_C)
-            except (CBuildUnavailable, TracedCopyError) as err:
-                entry: dict[str, Any] = {"status": "not compiled", "note": str(err).splitlines()[0][:300]}
-            else:
-                run = _run_suite(
-                    [f"--readstream-pg-source={mtree}", *common, "-x", "-p", "no:xdist"],
-                    order=order(),
-                    times_out=None,
-                    timeout_s=timeout_s,
-                )
-                res = _as_result(run)
-                verdict = judge(res, ref_result)
-                if verdict["killed"]:
-                    entry = {"status": "killed", "killing_tests": verdict["killing_tests"]}
-                    module = verdict["killing_tests"][0].split("::", 1)[0]
-                    entry["module_hash"] = module_hashes.get(module)
-                    with kills_lock:
-                        for t in verdict["killing_tests"]:
-                            kills[t] = kills.get(t, 0) + 1
-                elif run.timed_out:
-                    entry = {"status": "timeout", "note": f"no end within {timeout_s:.0f} s"}
-                elif res["harness_errors"] or run.exit_code not in (0, 1) or not run.outcomes:
-                    first = next(iter(run.harness_lines.values()), "") or run.tail.strip().splitlines()[-1:]
-                    entry = {"status": "not judged", "note": str(first)[:300]}
-                else:
-                    entry = {"status": "survived", "passed": res["passed"]}
-        finally:
-            with slots_lock:
-                free_slots.append(slot)
+            build_probe(real_bindir, traced_source=worker.tree / READ_STREAM_C)
+        except (CBuildUnavailable, TracedCopyError) as err:
+            entry: dict[str, Any] = {"status": "not compiled", "note": str(err).splitlines()[0][:300]}
+        else:
+            entry = _judge_in(worker, m, order(), timeout_s)
+            if entry["status"] == "not judged" and entry.get("retry"):
+                # The worker itself died: once more in a fresh one.
+                entry = _judge_in(worker, m, order(), timeout_s)
+            entry.pop("retry", None)
+            if entry["status"] == "killed":
+                module = entry["killing_tests"][0].split("::", 1)[0]
+                entry["module_hash"] = module_hashes.get(module)
+                with kills_lock:
+                    for t in entry["killing_tests"]:
+                        kills[t] = kills.get(t, 0) + 1
         entry.update(
             {
                 "id": m.id,
@@ -452,6 +563,31 @@ def run_systematic(
         (root / "results" / f"{m.key}.json").write_text(json.dumps(entry, indent=1))
         verdicts[m.id] = entry
         _finish(m, entry, cached_hit=False)
+        return entry["status"] != "not compiled"
+
+    def _judge_in(worker: _Worker, m: SystematicMutant, tests: list[str], limit: float) -> dict[str, Any]:
+        try:
+            reply = worker.run({"id": m.id, "tree": str(worker.tree), "order": tests}, limit)
+        except _WorkerDied as err:
+            return {"status": "not judged", "note": str(err)[:300], "retry": True}
+        if reply is None:
+            return {"status": "timeout", "note": f"no end within {limit:.0f} s (the worker was killed)"}
+        res = _as_result(_Run(reply["outcomes"], reply["harness"], 1, reply["seconds"], False, ""))
+        verdict = judge(res, ref_result)
+        if verdict["killed"]:
+            return {
+                "status": "killed",
+                "killing_tests": verdict["killing_tests"],
+                "test_seconds": reply["seconds"],
+            }
+        if res["harness_errors"]:
+            return {"status": "not judged", "note": next(iter(reply["harness"].values()), "")[:300]}
+        if res["failed"]:
+            return {
+                "status": "not judged",
+                "note": f"failed only tests the reference did not pass: {res['failed'][:3]}",
+            }
+        return {"status": "survived", "passed": res["passed"], "test_seconds": reply["seconds"]}
 
     def _finish(m: SystematicMutant, entry: dict[str, Any], *, cached_hit: bool) -> None:
         if entry["status"] == "survived" and m.id in equivalents:
@@ -459,9 +595,65 @@ def run_systematic(
             verdicts[m.id] = entry
         bar.step(m, entry["status"], float(entry.get("seconds", 0.0)), cached_hit)
 
-    # Cached verdicts first (they cost nothing), and the kills they record order the tests.
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        list(pool.map(judge_one, todo))
+    def control(worker: _Worker) -> str | None:
+        """The unmutated copy in this worker, on the tests that kill most: why it failed, or None."""
+        mirror_tree(Path(tree), worker.tree, original)
+        try:
+            reply = worker.run(
+                {"id": "control", "tree": str(worker.tree), "order": order()[:_CONTROL_TESTS]}, timeout_s
+            )
+        except _WorkerDied as err:
+            return str(err)
+        if reply is None:
+            return "the unmutated copy did not finish"
+        bad = {t: v for t, v in reply["outcomes"].items() if v in ("failed", "harness-error")}
+        if not bad:
+            return None
+        test = next(iter(bad))
+        return f"{test} {bad[test]}: {reply.get('messages', {}).get(test, '')[:200]}"
+
+    def drain(slot: int) -> None:
+        worker: _Worker | None = None
+        since: list[SystematicMutant] = []
+        rejudged: set[str] = set()
+        try:
+            while True:
+                with queue_lock:
+                    m = queue.pop(0) if queue else None
+                if m is None and since and worker is not None:
+                    pass  # a last control for what this worker judged
+                elif m is None:
+                    return
+                if worker is None:
+                    wtree = mirror_tree(Path(tree), root / "trees" / f"worker-{os.getpid()}-{slot}", original)
+                    worker = _Worker(wtree, worker_args, root / f"worker-{slot}.log")
+                if m is not None and judge_one(m, worker):
+                    since.append(m)
+                if since and (m is None or len(since) >= _CONTROL_EVERY):
+                    why = control(worker)
+                    if why is not None:
+                        # State left by a mutant (or the machine) failed the unmutated copy: the
+                        # verdicts since the last good control are judged again in a fresh worker.
+                        again = [x for x in since if x.id not in rejudged]
+                        emit(f"control of worker {slot} FAILED ({why}); judging {len(again)} mutants again")
+                        rejudged.update(x.id for x in again)
+                        worker.restart()
+                        with queue_lock:
+                            queue[:0] = again
+                        for x in again:
+                            (root / "results" / f"{x.key}.json").unlink(missing_ok=True)
+                            bar.undo(verdicts[x.id]["status"])
+                    since = []
+        finally:
+            if worker is not None:
+                worker.stop()
+
+    # Cached verdicts cost nothing; the kills they record order the tests of the others.
+    threads = [threading.Thread(target=drain, args=(i,), daemon=True) for i in range(max(1, workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
     for m in mutants:
         v = verdicts[m.id]

@@ -594,6 +594,25 @@ class PostgresImplementation:
             self._db = self.server.scratch_database(label="impl")
         return self._db
 
+    def retarget_traced_source(self, tree: Path) -> None:
+        """Build the traced copy from ``tree``'s ``read_stream.c`` from the next stream on.
+
+        For the systematic mutant runs (``builds/systematic_run``), which run many mutated
+        copies in one process: what was built from the previous copy is dropped with the owned
+        server (stopped here; every backend that loaded the previous probe ends with it, and
+        the next use starts a fresh one), and the probe is built again (from its cache) at the
+        first stream. A server that died under the previous copy is usable again.
+        """
+        if self.dsn:
+            raise ValueError("a server reached through a DSN cannot be restarted with another traced copy")
+        self.close()
+        self._unusable = None
+        self._streams = None
+        self._stream_checked = False
+        self._stream_problem = None
+        self._stream_harness = None
+        self.source.retarget(Path(tree))
+
     def close(self) -> None:
         """Drop what the implementation created and stop an owned server (idempotent)."""
         if self._streams is not None:

@@ -1,0 +1,111 @@
+"""A long-lived pytest worker of the systematic mutant runs: one collection, many mutated copies.
+
+Loaded with ``-p pytest_readstream.postgres.builds._systematic_worker`` by :mod:`.systematic_run`,
+which passes two pipes (``READSTREAM_SYSTEMATIC_JOBS_FD``, ``READSTREAM_SYSTEMATIC_RESULTS_FD``).
+Instead of pytest's own loop over the collected tests, this plugin reads one job per line
+(``{"id": ..., "tree": DIR, "order": [node ids]}``): it points the ``postgres`` implementation at
+the job's tree (:meth:`~pytest_readstream.postgres.impl.implementation.PostgresImplementation.retarget_traced_source`:
+the server restarts, so no backend keeps the previous copy's probe, and the probe, already
+compiled by the runner, is loaded from the build cache), runs the tests in the job's order and
+stops at the first failure, and writes one line back: ``{"id": ..., "outcomes": {node id:
+"passed" | "failed" | "harness-error" | "skipped"}, "harness": {node id: line}, "seconds": s}``.
+A job line ``{"stop": true}`` (or the end of the pipe) ends the session.
+
+So a mutant costs a server start and the tests it runs, not a Python start-up and a collection.
+A failure counts as in ``readstream_conformance._killmatrix``: a test whose report carries the
+``readstream_harness_error`` property failed because of the harness, which kills nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..._stash import IMPL_KEY
+
+_JOBS_FD = "READSTREAM_SYSTEMATIC_JOBS_FD"
+_RESULTS_FD = "READSTREAM_SYSTEMATIC_RESULTS_FD"
+_outcomes: dict[str, str] = {}
+_harness: dict[str, str] = {}
+_messages: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    nodeid = report.nodeid
+    if report.failed:
+        lines = [str(v) for name, v in report.user_properties if name == "readstream_harness_error"]
+        if lines:
+            _outcomes[nodeid] = "harness-error"
+            _harness.setdefault(nodeid, lines[0])
+        elif _outcomes.get(nodeid) != "harness-error":
+            _outcomes[nodeid] = "failed"
+        crash = getattr(report.longrepr, "reprcrash", None)
+        _messages.setdefault(
+            nodeid, f"{report.when}: {getattr(crash, 'message', '') or report.longrepr}"[:400]
+        )
+    elif report.skipped and report.when in ("setup", "call"):
+        _outcomes.setdefault(nodeid, "skipped")
+    elif report.when == "call" and report.passed:
+        _outcomes.setdefault(nodeid, "passed")
+
+
+def _run_job(
+    session: pytest.Session, job: dict[str, Any], by_id: dict[str, Any], ran: set[str]
+) -> dict[str, Any]:
+    impl = session.config.stash[IMPL_KEY]
+    impl.retarget_traced_source(Path(job["tree"]))
+    _outcomes.clear()
+    _harness.clear()
+    _messages.clear()
+    order = [by_id[n] for n in job["order"] if n in by_id]
+    t0 = time.monotonic()
+    stopped = None
+    for i, item in enumerate(order):
+        # The next item keeps the session's fixtures (the implementation) set up between jobs.
+        nextitem = order[i + 1] if i + 1 < len(order) else order[0]
+        if item.nodeid in ran and hasattr(item, "_initrequest"):
+            item._initrequest()  # a test run again gets fresh fixture values
+        ran.add(item.nodeid)
+        try:
+            item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        except pytest.exit.Exception as err:
+            # The implementation ends a run whose server died (a mutant that crashes a backend):
+            # here that is this test failing, and the next job restarts the server.
+            _outcomes[item.nodeid] = "failed"
+            stopped = str(err.msg)
+        if stopped or any(v in ("failed", "harness-error") for v in _outcomes.values()):
+            break
+    # Whatever the last test left set up for its successor (its module, its class) goes too:
+    # the next job starts at another test.
+    session._setupstate.teardown_exact(None)
+    return {
+        "id": job["id"],
+        "outcomes": dict(_outcomes),
+        "harness": dict(_harness),
+        "messages": dict(_messages),
+        "seconds": round(time.monotonic() - t0, 2),
+        **({"exit": stopped} if stopped else {}),
+    }
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    jobs_fd = os.environ.get(_JOBS_FD)
+    results_fd = os.environ.get(_RESULTS_FD)
+    if not jobs_fd or not results_fd:
+        return None
+    by_id = {item.nodeid: item for item in session.items}
+    ran: set[str] = set()
+    with os.fdopen(int(jobs_fd), "r") as jobs, os.fdopen(int(results_fd), "w", buffering=1) as results:
+        results.write(json.dumps({"ready": True, "tests": len(by_id)}) + "\n")
+        for line in jobs:
+            job = json.loads(line)
+            if job.get("stop"):
+                break
+            results.write(json.dumps(_run_job(session, job, by_id, ran)) + "\n")
+    return True
