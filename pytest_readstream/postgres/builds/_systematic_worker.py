@@ -7,9 +7,12 @@ Instead of pytest's own loop over the collected tests, this plugin reads one job
 the job's tree (:meth:`~pytest_readstream.postgres.impl.implementation.PostgresImplementation.retarget_traced_source`:
 the server restarts, so no backend keeps the previous copy's probe, and the probe, already
 compiled by the runner, is loaded from the build cache), runs the tests in the job's order and
-stops at the first failure, and writes one line back: ``{"id": ..., "outcomes": {node id:
+stops at the first failure, and writes one line back (after a line ``{"start": node id}``
+before each test, from which the runner limits that test's time): ``{"id": ..., "outcomes": {node id:
 "passed" | "failed" | "harness-error" | "skipped"}, "harness": {node id: line}, "seconds": s}``.
-A job line ``{"stop": true}`` (or the end of the pipe) ends the session.
+A job with ``"coverage": DIR`` (the tree's copy instrumented by ``builds/sitecov`` to write
+there) runs every test and answers also ``"per_test": {node id: [marker, ...]}``, the
+statements each test ran. A job line ``{"stop": true}`` (or the end of the pipe) ends the session.
 
 So a mutant costs a server start and the tests it runs, not a Python start-up and a collection.
 A failure counts as in ``readstream_conformance._killmatrix``: a test whose report carries the
@@ -55,7 +58,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def _run_job(
-    session: pytest.Session, job: dict[str, Any], by_id: dict[str, Any], ran: set[str]
+    session: pytest.Session, job: dict[str, Any], by_id: dict[str, Any], ran: set[str], results: Any
 ) -> dict[str, Any]:
     impl = session.config.stash[IMPL_KEY]
     impl.retarget_traced_source(Path(job["tree"]))
@@ -63,6 +66,8 @@ def _run_job(
     _harness.clear()
     _messages.clear()
     order = [by_id[n] for n in job["order"] if n in by_id]
+    coverage = Path(job["coverage"]) if job.get("coverage") else None
+    per_test: dict[str, list[int]] = {}
     t0 = time.monotonic()
     stopped = None
     for i, item in enumerate(order):
@@ -71,6 +76,8 @@ def _run_job(
         if item.nodeid in ran and hasattr(item, "_initrequest"):
             item._initrequest()  # a test run again gets fresh fixture values
         ran.add(item.nodeid)
+        # The runner limits each test's time from here (a mutant that loops forever).
+        results.write(json.dumps({"start": item.nodeid}) + "\n")
         try:
             item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         except pytest.exit.Exception as err:
@@ -78,6 +85,9 @@ def _run_job(
             # here that is this test failing, and the next job restarts the server.
             _outcomes[item.nodeid] = "failed"
             stopped = str(err.msg)
+        if coverage is not None:
+            per_test[item.nodeid] = _take_hits(coverage)
+            continue  # a coverage job runs every test
         if stopped or any(v in ("failed", "harness-error") for v in _outcomes.values()):
             break
     # Whatever the last test left set up for its successor (its module, its class) goes too:
@@ -90,7 +100,21 @@ def _run_job(
         "messages": dict(_messages),
         "seconds": round(time.monotonic() - t0, 2),
         **({"exit": stopped} if stopped else {}),
+        **({"per_test": per_test} if coverage is not None else {}),
     }
+
+
+def _take_hits(directory: Path) -> list[int]:
+    """The coverage markers set since the last call (``builds/sitecov``), which are cleared: the
+    files stay mapped by the backends, so their bytes are zeroed in place."""
+    hits: set[int] = set()
+    for path in directory.glob("hits.*"):
+        with path.open("r+b") as f:
+            data = f.read()
+            hits.update(i for i, b in enumerate(data) if b)
+            f.seek(0)
+            f.write(bytes(len(data)))
+    return sorted(hits)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -107,5 +131,5 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
             job = json.loads(line)
             if job.get("stop"):
                 break
-            results.write(json.dumps(_run_job(session, job, by_id, ran)) + "\n")
+            results.write(json.dumps(_run_job(session, job, by_id, ran, results)) + "\n")
     return True

@@ -234,6 +234,7 @@ class _Worker:
         self.log = log
         self.startup_s = startup_s
         self.proc: subprocess.Popen[bytes] | None = None
+        self.current = ""
         self._start()
 
     def _start(self) -> None:
@@ -276,32 +277,43 @@ class _Worker:
             self._kill()
             raise _WorkerDied(f"the worker did not become ready (log: {self.log})")
 
-    def _read(self, timeout: float) -> dict[str, Any] | None:
+    def _read(self, timeout: float, limit: Callable[[str], float] | None = None) -> dict[str, Any] | None:
+        """The next reply line; ``None`` after ``timeout`` s without one, or, with ``limit``,
+        after ``limit(test)`` s in one test (each ``{"start": test}`` line restarts the clock)."""
         import select
 
         deadline = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([self.results], [], [], min(left, 5.0))
-            if ready:
-                chunk = os.read(self.results, 1 << 16)
-                if not chunk:
-                    raise _WorkerDied(
-                        f"the worker ended (exit code {self.proc.wait() if self.proc else '?'})"
-                    )
-                self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        reply: dict[str, Any] = json.loads(line)
-        return reply
+        while True:
+            while b"\n" not in self.buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                ready, _, _ = select.select([self.results], [], [], min(left, 5.0))
+                if ready:
+                    chunk = os.read(self.results, 1 << 16)
+                    if not chunk:
+                        code = self.proc.wait() if self.proc else "?"
+                        raise _WorkerDied(f"the worker ended (exit code {code})")
+                    self.buf += chunk
+            line, self.buf = self.buf.split(b"\n", 1)
+            reply: dict[str, Any] = json.loads(line)
+            if "start" in reply:
+                self.current = str(reply["start"])
+                if limit is not None:
+                    deadline = time.monotonic() + limit(self.current)
+                continue
+            return reply
 
-    def run(self, job: dict[str, Any], timeout: float) -> dict[str, Any] | None:
-        """The job's reply, or ``None`` when it did not end within ``timeout`` (the worker is then
-        killed and started again). Raises :class:`_WorkerDied` (after a restart) when it died."""
+    def run(
+        self, job: dict[str, Any], timeout: float, limit: Callable[[str], float] | None = None
+    ) -> dict[str, Any] | None:
+        """The job's reply, or ``None`` when it did not end in time (``timeout`` until its first
+        test starts, then ``limit(test)`` per test; the worker is then killed and started
+        again). Raises :class:`_WorkerDied` (after a restart) when it died."""
+        self.current = ""
         try:
             self.jobs.write(json.dumps(job) + "\n")
-            reply = self._read(timeout)
+            reply = self._read(timeout, limit)
         except (_WorkerDied, BrokenPipeError) as err:
             self._kill()
             self._start()
@@ -340,6 +352,83 @@ class _Worker:
 
 def _deselect_scans() -> str:
     return " and ".join(f"not {name[:-3]}" for name in _SCAN_TESTS)
+
+
+def worker_args_for(common: list[str]) -> list[str]:
+    """The pytest arguments of a long-lived worker (the stream-level tests, no xdist)."""
+    return [*common, "-k", _deselect_scans(), "-p", "no:xdist"]
+
+
+def _per_test_coverage(
+    root: Path,
+    suite_hash: str,
+    tree: Path,
+    original: str,
+    tests: list[str],
+    workers: int,
+    args: list[str],
+    bindir: Path,
+    emit: Callable[[str], None],
+    use_cache: bool,
+    timeout_s: float,
+    test_limit: Callable[[str], float],
+) -> dict[str, list[list[int]]]:
+    """Which statements (byte ranges) each test runs: the instrumented copy in ``workers``
+    long-lived workers, each running a share of ``tests`` serially and reading the markers
+    after each test. Cached per suite; ``{}`` when it could not be had (every test then runs
+    for every mutant)."""
+    from .probe_build import build_probe
+
+    cache = root / f"per-test-{suite_hash}.json"
+    if use_cache and cache.is_file():
+        cached: dict[str, list[list[int]]] = json.loads(cache.read_text())
+        emit(f"per-test coverage: cached ({len(cached)} tests)")
+        return cached
+    emit(f"per-test coverage: {len(tests)} tests in {workers} workers ...")
+    t0 = time.monotonic()
+    out: dict[str, list[list[int]]] = {}
+    lock = threading.Lock()
+    failures: list[str] = []
+
+    def share(slot: int) -> None:
+        cov_dir = Path(tempfile.mkdtemp(prefix="readstream-sitecov-"))
+        cov_dir.chmod(0o1777)
+        inst = instrument(original, cov_dir)
+        wtree = mirror_tree(tree, root / "trees" / f"coverage-{os.getpid()}-{slot}", inst.text)
+        worker = None
+        try:
+            build_probe(bindir, traced_source=wtree / READ_STREAM_C)
+            worker = _Worker(wtree, args, root / f"coverage-{slot}.log")
+            mine = tests[slot::workers]
+            reply = worker.run(
+                {"id": "coverage", "tree": str(wtree), "order": mine, "coverage": str(cov_dir)},
+                timeout_s,
+                test_limit,
+            )
+            if reply is None:
+                raise _WorkerDied(f"{worker.current} did not end")
+            with lock:
+                for test, marks in reply["per_test"].items():
+                    out[test] = [list(inst.statements[k]) for k in marks if k < len(inst.statements)]
+        except Exception as err:  # the coverage only narrows the tests: go on without it
+            failures.append(f"{type(err).__name__}: {err}")
+        finally:
+            if worker is not None:
+                worker.stop()
+            shutil.rmtree(cov_dir, ignore_errors=True)
+            shutil.rmtree(wtree, ignore_errors=True)
+
+    threads = [threading.Thread(target=share, args=(i,), daemon=True) for i in range(max(1, workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        emit(f"per-test coverage failed ({failures[0]}): every test runs for every mutant")
+        return {}
+    cache.write_text(json.dumps(out))
+    emit(f"per-test coverage: {len(out)} tests in {time.monotonic() - t0:.0f} s")
+    return out
 
 
 # ------------------------------------------------------------------------------ the score
@@ -480,15 +569,49 @@ def run_systematic(
     reached_stmts = {tuple(r) for r in ref["hits"]}
     durations: dict[str, float] = ref["times"]
     serial = sum(durations.get(t, 0.0) for t in ref_result["passed_tests"])
-    timeout_s = max(300.0, 2 * serial + 120)
+    # Until a job's first test starts (a server restart, the probe's load): generous; then each
+    # test gets a minute plus five times what it took in the reference run.
+    timeout_s = 300.0
+
+    def test_limit(test: str) -> float:
+        return 60.0 + 5.0 * durations.get(test, 1.0)
+
+    per_test = (
+        _per_test_coverage(
+            root,
+            suite_hash,
+            Path(tree),
+            original,
+            ref_result["passed_tests"],
+            workers,
+            worker_args_for(common),
+            real_bindir,
+            emit,
+            use_cache,
+            timeout_s,
+            test_limit,
+        )
+        if ref_clean
+        else {}
+    )
+    # statement -> the tests that ran it (a statement no test ran here, though the reference ran
+    # it, gets every test)
+    tests_of: dict[tuple[int, int], set[str]] = {}
+    for test, stmts in per_test.items():
+        for st in stmts:
+            tests_of.setdefault(tuple(st), set()).add(test)  # type: ignore[arg-type]
 
     kills: dict[str, int] = {}
     kills_lock = threading.Lock()
 
-    def order() -> list[str]:
+    def order(m: SystematicMutant | None = None) -> list[str]:
+        """The tests for ``m`` (those that ran its statement), most kills first, then quickest."""
         with kills_lock:
             k = dict(kills)
-        return sorted(ref_result["passed_tests"], key=lambda t: (-k.get(t, 0), durations.get(t, 0.0), t))
+        tests = ref_result["passed_tests"]
+        if m is not None and tests_of.get(m.statement):
+            tests = [t for t in tests if t in tests_of[m.statement]]
+        return sorted(tests, key=lambda t: (-k.get(t, 0), durations.get(t, 0.0), t))
 
     verdicts: dict[str, dict[str, Any]] = {}
     todo: list[SystematicMutant] = []
@@ -500,12 +623,13 @@ def run_systematic(
     bar = _Progress(len(todo), emit)
     emit(
         f"{len(generated)} mutants generated, {len(mutants)} selected, {len(mutants) - len(todo)} not reached, "
-        f"{len(todo)} to judge ({workers} at a time, run limit {timeout_s:.0f} s)"
+        f"{len(todo)} to judge ({workers} at a time; each test limited to 60 s + 5 x its reference time; "
+        f"the suite's serial time {serial:.0f} s)"
     )
     if not ref_clean:
         emit("reference run not clean: no mutant is judged")
         todo = []
-    worker_args = [*common, "-k", _deselect_scans(), "-p", "no:xdist"]
+    worker_args = worker_args_for(common)
     queue: list[SystematicMutant] = list(todo)
     queue_lock = threading.Lock()
 
@@ -540,10 +664,10 @@ def run_systematic(
         except (CBuildUnavailable, TracedCopyError) as err:
             entry: dict[str, Any] = {"status": "not compiled", "note": str(err).splitlines()[0][:300]}
         else:
-            entry = _judge_in(worker, m, order(), timeout_s)
+            entry = _judge_in(worker, m, order(m), timeout_s)
             if entry["status"] == "not judged" and entry.get("retry"):
                 # The worker itself died: once more in a fresh one.
-                entry = _judge_in(worker, m, order(), timeout_s)
+                entry = _judge_in(worker, m, order(m), timeout_s)
             entry.pop("retry", None)
             if entry["status"] == "killed":
                 module = entry["killing_tests"][0].split("::", 1)[0]
@@ -567,11 +691,17 @@ def run_systematic(
 
     def _judge_in(worker: _Worker, m: SystematicMutant, tests: list[str], limit: float) -> dict[str, Any]:
         try:
-            reply = worker.run({"id": m.id, "tree": str(worker.tree), "order": tests}, limit)
+            reply = worker.run({"id": m.id, "tree": str(worker.tree), "order": tests}, limit, test_limit)
         except _WorkerDied as err:
             return {"status": "not judged", "note": str(err)[:300], "retry": True}
         if reply is None:
-            return {"status": "timeout", "note": f"no end within {limit:.0f} s (the worker was killed)"}
+            where = worker.current or "starting the server"
+            return {
+                "status": "timeout",
+                "note": f"{where} did not end within {test_limit(where) if worker.current else limit:.0f} s "
+                "(the worker was killed)",
+                "killing_tests": [worker.current] if worker.current else [],
+            }
         res = _as_result(_Run(reply["outcomes"], reply["harness"], 1, reply["seconds"], False, ""))
         verdict = judge(res, ref_result)
         if verdict["killed"]:
@@ -600,7 +730,9 @@ def run_systematic(
         mirror_tree(Path(tree), worker.tree, original)
         try:
             reply = worker.run(
-                {"id": "control", "tree": str(worker.tree), "order": order()[:_CONTROL_TESTS]}, timeout_s
+                {"id": "control", "tree": str(worker.tree), "order": order()[:_CONTROL_TESTS]},
+                timeout_s,
+                test_limit,
             )
         except _WorkerDied as err:
             return str(err)
