@@ -780,12 +780,34 @@ def run_systematic(
             if worker is not None:
                 worker.stop()
 
+    done = threading.Event()
+
+    def prebuild() -> None:
+        """Compile the probes of the mutants ahead of the workers (into the build cache), so
+        that a worker's mutant usually finds its probe built."""
+        ptree = root / "trees" / f"prebuild-{os.getpid()}"
+        for m in list(queue):
+            if done.is_set():
+                return
+            text = m.apply(original)
+            if cached(m, hashlib.sha256(text.encode()).hexdigest()[:16]) is not None:
+                continue
+            mirror_tree(Path(tree), ptree, text)
+            try:
+                build_probe(real_bindir, traced_source=ptree / READ_STREAM_C)
+            except (CBuildUnavailable, TracedCopyError):
+                pass  # the worker's own build says so again, from the cache of nothing: quickly
+
     # Cached verdicts cost nothing; the kills they record order the tests of the others.
+    builder = threading.Thread(target=prebuild, daemon=True)
+    builder.start()
     threads = [threading.Thread(target=drain, args=(i,), daemon=True) for i in range(max(1, workers))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    done.set()
+    builder.join()
 
     for m in mutants:
         v = verdicts[m.id]
