@@ -446,6 +446,7 @@ class _Progress:
         self.emit = emit
         self.counts: dict[str, int] = {}
         self.t0 = time.monotonic()
+        self.ran_seconds = 0.0
         self.lock = threading.Lock()
 
     def undo(self, status: str) -> None:
@@ -460,9 +461,10 @@ class _Progress:
             self.counts[status] = self.counts.get(status, 0) + 1
             if cached:
                 self.counts["_cached"] = self.counts.get("_cached", 0) + 1
-            elapsed = time.monotonic() - self.t0
-            ran = max(1, self.done - self.counts.get("_cached", 0))
-            eta = (self.total - self.done) * elapsed / ran
+            else:
+                self.ran_seconds = time.monotonic() - self.t0
+            ran = self.done - self.counts.get("_cached", 0)
+            eta = (self.total - self.done) * self.ran_seconds / ran if ran else 0.0
             killed = self.counts.get("killed", 0) + self.counts.get("timeout", 0)
             self.emit(
                 f"[{self.done}/{self.total}] {status:<12} {seconds:5.1f} s{' (cached)' if cached else ''}  "
@@ -655,6 +657,9 @@ def run_systematic(
         hit = cached(m, mhash)
         if hit is not None:
             verdicts[m.id] = hit
+            with kills_lock:
+                for t in hit.get("killing_tests", ()) if hit["status"] == "killed" else ():
+                    kills[t] = kills.get(t, 0) + 1
             _finish(m, hit, cached_hit=True)
             return False
         t0 = time.monotonic()
