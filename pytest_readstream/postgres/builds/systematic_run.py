@@ -60,7 +60,16 @@ __all__ = [
 ]
 
 #: Verdicts, in the order reports show them.
-STATUSES = ("killed", "timeout", "survived", "equivalent", "not reached", "not compiled", "not judged")
+STATUSES = (
+    "killed",
+    "timeout",
+    "survived",
+    "equivalent",
+    "same code",
+    "not reached",
+    "not compiled",
+    "not judged",
+)
 _SCHEMA = 1
 _SCAN_TESTS = ("test_scans.py", "test_scan_facts.py", "test_scan_faults.py")
 # Every this many mutants a worker runs the unmutated copy on the tests that kill most.
@@ -354,6 +363,10 @@ def _deselect_scans() -> str:
     return " and ".join(f"not {name[:-3]}" for name in _SCAN_TESTS)
 
 
+def _digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def worker_args_for(common: list[str]) -> list[str]:
     """The pytest arguments of a long-lived worker (the stream-level tests, no xdist)."""
     return [*common, "-k", _deselect_scans(), "-p", "no:xdist"]
@@ -603,6 +616,11 @@ def run_systematic(
         for st in stmts:
             tests_of.setdefault(tuple(st), set()).add(test)  # type: ignore[arg-type]
 
+    # The unmutated, uninstrumented probe: a mutant compiling to the same bytes changes nothing.
+    base_tree = mirror_tree(Path(tree), root / "trees" / f"baseline-{os.getpid()}", original)
+    baseline = _digest(build_probe(real_bindir, traced_source=base_tree / READ_STREAM_C).library)
+    shutil.rmtree(base_tree, ignore_errors=True)
+
     kills: dict[str, int] = {}
     kills_lock = threading.Lock()
 
@@ -646,7 +664,7 @@ def run_systematic(
             # A kill stands while the killing test's module is unchanged.
             module = entry["killing_tests"][0].split("::", 1)[0]
             return entry if entry.get("module_hash") == module_hashes.get(module) else None
-        if entry["status"] == "not compiled":
+        if entry["status"] in ("not compiled", "same code"):
             return entry
         return entry if entry.get("suite") == suite_hash and entry["status"] != "not judged" else None
 
@@ -665,11 +683,18 @@ def run_systematic(
         t0 = time.monotonic()
         mirror_tree(Path(tree), worker.tree, text)
         try:
-            build_probe(real_bindir, traced_source=worker.tree / READ_STREAM_C)
+            built = build_probe(real_bindir, traced_source=worker.tree / READ_STREAM_C)
         except (CBuildUnavailable, TracedCopyError) as err:
             entry: dict[str, Any] = {"status": "not compiled", "note": str(err).splitlines()[0][:300]}
         else:
-            entry = _judge_in(worker, m, order(m), timeout_s)
+            if _digest(built.library) == baseline:
+                # Trivially compiler-equivalent: the same machine code as the unmutated file.
+                entry = {
+                    "status": "same code",
+                    "note": "compiles to the unmutated file's shared object, byte for byte",
+                }
+            else:
+                entry = _judge_in(worker, m, order(m), timeout_s)
             if entry["status"] == "not judged" and entry.get("retry"):
                 # The worker itself died: once more in a fresh one.
                 entry = _judge_in(worker, m, order(m), timeout_s)
@@ -692,7 +717,7 @@ def run_systematic(
         (root / "results" / f"{m.key}.json").write_text(json.dumps(entry, indent=1))
         verdicts[m.id] = entry
         _finish(m, entry, cached_hit=False)
-        return entry["status"] != "not compiled"
+        return entry["status"] not in ("not compiled", "same code")
 
     def _judge_in(worker: _Worker, m: SystematicMutant, tests: list[str], limit: float) -> dict[str, Any]:
         try:
@@ -889,6 +914,7 @@ def format_systematic(result: dict[str, Any]) -> str:
         "timeout",
         "survived",
         "equiv.",
+        "same code",
         "not reached",
         "not compiled",
         "not judged",
