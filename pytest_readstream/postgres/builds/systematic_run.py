@@ -138,6 +138,10 @@ def _suite_hashes() -> tuple[str, dict[str, str]]:
         data = p.read_bytes()
         per[p.name] = hashlib.sha256(data).hexdigest()[:16]
         whole.update(p.name.encode() + b"\0" + data)
+    # The harness's side of the probe is part of what a survivor survived.
+    here = Path(__file__).resolve().parent
+    for p in [*sorted((here / "probe").iterdir()), here.parent / "impl" / "remote_stream.py"]:
+        whole.update(p.name.encode() + b"\0" + p.read_bytes())
     return whole.hexdigest()[:16], per
 
 
@@ -647,7 +651,12 @@ def run_systematic(
         f"the suite's serial time {serial:.0f} s)"
     )
     if not ref_clean:
-        emit("reference run not clean: no mutant is judged")
+        emit(
+            f"reference run not clean ({', '.join([*ref_result['failed'], *ref_result['harness_errors']][:3])}): "
+            "no mutant is judged"
+        )
+        for m in todo:
+            verdicts[m.id] = {"status": "not judged", "note": "the unmutated copy failed", "seconds": 0.0}
         todo = []
     worker_args = worker_args_for(common)
     queue: list[SystematicMutant] = list(todo)
