@@ -37,3 +37,29 @@ def test_an_empty_block_range_returns_nothing(
     assert d.consume() == []
     assert d.reads == []
     d.end()
+
+
+@pytest.mark.readstream_invariant("adaptivity", "SHOULD")
+@pytest.mark.readstream_requires("introspection")
+@pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in ("sync", "worker")], indirect=True)
+def test_cached_blocks_after_a_miss_take_the_fast_path_again(
+    drive: Any, relation: Any, readstream_instance: Any
+) -> None:
+    """§5: once the one miss of an otherwise cached relation has been read and waited for, the
+    look-ahead distance decays with the hits that follow back to 1, and the stream takes the
+    fast path again (one pin, one block at a time).
+
+    Kills ``read_stream_start_pending_read:367:26:CRP:1->2`` (18.6): with ``distance > 2`` the
+    distance never decays below 2 and the stream never takes the fast path again, which neither
+    the blocks it returns nor its reads (there are none) show."""
+    rel = relation(240)
+    readstream_instance.prewarm(rel, [b for b in range(240) if b != 12])
+    d = drive(rel, list(range(240)))
+    assert d.consume(180) == list(range(180))
+    fast = getattr(d.stream, "fast_path", None)
+    if fast is None:
+        pytest.skip("the stream exposes no fast_path field")
+    assert fast, f"not in the fast path after 168 hits since the miss (distance {d.stream.distance})"
+    assert d.stream.distance == 1
+    assert d.consume() == list(range(180, 240))
+    d.end()
