@@ -304,12 +304,18 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
     p.add_argument("--sample", type=int, metavar="N", help="--systematic: only N mutants chosen at random")
     p.add_argument("--seed", type=int, default=1, help="--systematic: the suite's seed and the sample's")
     p.add_argument("--no-cache", action="store_true", help="--systematic: judge every mutant again")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="MIN",
+        help="--systematic: start no full run of a first-pass survivor after MIN minutes",
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
     if args.systematic:
         return _systematic_mutants(args)
-    if args.sample is not None or args.no_cache:
-        raise CliError("--sample and --no-cache need --systematic")
+    if args.sample is not None or args.no_cache or args.time_limit is not None:
+        raise CliError("--sample, --no-cache and --time-limit need --systematic")
     pytest_args = ["-p", "hypothesis", "--hypothesis-profile=ci"]
     if args.workers not in ("0", ""):
         pytest_args = ["-n", args.workers, *pytest_args]
@@ -334,6 +340,8 @@ def _systematic_mutants(args: argparse.Namespace) -> int:
         raise CliError("--systematic needs --impl postgres (the mutants are C edits of read_stream.c)")
     if args.sample is not None and args.sample < 1:
         raise CliError(f"--sample {args.sample}: give a positive number of mutants")
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise CliError(f"--time-limit {args.time_limit}: give a positive number of minutes")
     try:
         workers = int(args.workers)
     except ValueError:
@@ -377,6 +385,7 @@ def _systematic_mutants(args: argparse.Namespace) -> int:
             sample=args.sample,
             seed=args.seed,
             use_cache=not args.no_cache,
+            time_limit=None if args.time_limit is None else 60.0 * args.time_limit,
         )
     except ValueError as exc:  # --only naming no mutant of this file, a malformed equivalents line
         raise CliError(str(exc)) from None

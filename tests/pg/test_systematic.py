@@ -230,7 +230,7 @@ def test_report_table_per_function_with_survivors_and_reasons() -> None:
     lines = text.splitlines()
     f_row = next(ln for ln in lines if ln.startswith("f "))
     # 3 mutants: 1 killed, 1 survived, 1 equivalent -> 50 %
-    assert re.search(r"\b3\s+1\s+0\s+1\s+1\s+0\s+0\s+0\s+0\s+50\.0 %", f_row), f_row
+    assert re.search(r"\b3\s+1\s+0\s+1\s+1\s+0\s+0\s+0\s+0\s+0\s+50\.0 %", f_row), f_row
     g_row = next(ln for ln in lines if ln.startswith("g "))
     assert "100.0 %" in g_row  # the timeout counts as a kill, not reached is left out
     assert "survivors (suite gaps): 1" in text and "f:2:1:SDL:x++;->;" in text
@@ -287,4 +287,4 @@ def test_cli_refuses_systematic_without_postgres(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert "--systematic needs --impl postgres" in err and "Traceback" not in err
     assert main(["mutants", "--sample", "3"]) == 2
-    assert "--sample and --no-cache need --systematic" in capsys.readouterr().err
+    assert "--sample, --no-cache and --time-limit need --systematic" in capsys.readouterr().err

@@ -69,12 +69,15 @@ STATUSES = (
     "not reached",
     "not compiled",
     "not judged",
+    "unfinished",
 )
 _SCHEMA = 1
 _SCAN_TESTS = ("test_scans.py", "test_scan_facts.py", "test_scan_faults.py")
 # Every this many mutants a worker runs the unmutated copy on the tests that kill most.
 _CONTROL_EVERY = 20
 _CONTROL_TESTS = 8
+# The first pass runs a mutant with this many tests (most kills first); the rest come later.
+_FIRST_PASS = 25
 
 
 # ------------------------------------------------------------------------------ reviewed equivalents
@@ -503,12 +506,15 @@ def run_systematic(
     cache_dir: Path | None = None,
     equivalents: dict[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    time_limit: float | None = None,
 ) -> dict[str, Any]:
     """Run the systematic mutants of ``tree``'s ``read_stream.c``; the verdicts and counts.
 
     ``only`` restricts to these stable ids (or keys); ``sample`` to that many mutants chosen at
     random with ``seed`` (a first look at costs). ``bindir`` is the build to start (default:
-    the embedded server). ``progress`` receives one line per step (default: stderr).
+    the embedded server). ``progress`` receives one line per step (default: stderr). After
+    ``time_limit`` seconds no full run starts: the mutants the first pass did not kill and that
+    wait for one are *unfinished* (no verdict).
     """
     from ..servers._cluster import embedded_bindir
     from ._cbuild import CBuildUnavailable
@@ -659,7 +665,8 @@ def run_systematic(
             verdicts[m.id] = {"status": "not judged", "note": "the unmutated copy failed", "seconds": 0.0}
         todo = []
     worker_args = worker_args_for(common)
-    queue: list[SystematicMutant] = list(todo)
+    queue: list[tuple[SystematicMutant, bool]] = [(m, False) for m in todo]
+    deadline = None if time_limit is None else t_start + time_limit
     queue_lock = threading.Lock()
 
     def cached(m: SystematicMutant, mhash: str) -> dict[str, Any] | None:
@@ -677,8 +684,12 @@ def run_systematic(
             return entry
         return entry if entry.get("suite") == suite_hash and entry["status"] != "not judged" else None
 
-    def judge_one(m: SystematicMutant, worker: _Worker) -> bool:
-        """Judge ``m`` (from the cache, or in ``worker``); whether it ran in the worker."""
+    def judge_one(m: SystematicMutant, worker: _Worker, full: bool) -> bool:
+        """Judge ``m`` (from the cache, or in ``worker``); whether it ran in the worker.
+
+        The first pass (``full`` false) runs only the ``_FIRST_PASS`` tests that killed most so
+        far: a mutant they do not kill goes back to the end of the queue for a full run, so
+        that every mutant gets its quick chance before any survivor's long run."""
         text = m.apply(original)
         mhash = hashlib.sha256(text.encode()).hexdigest()[:16]
         hit = cached(m, mhash)
@@ -703,10 +714,20 @@ def run_systematic(
                     "note": "compiles to the unmutated file's shared object, byte for byte",
                 }
             else:
-                entry = _judge_in(worker, m, order(m), timeout_s)
-            if entry["status"] == "not judged" and entry.get("retry"):
-                # The worker itself died: once more in a fresh one.
-                entry = _judge_in(worker, m, order(m), timeout_s)
+                tests = order(m)
+                partial = not full and len(tests) > _FIRST_PASS
+                entry = _judge_in(worker, m, tests[:_FIRST_PASS] if partial else tests, timeout_s)
+                if entry["status"] == "not judged" and entry.get("retry"):
+                    # The worker itself died: once more in a fresh one.
+                    entry = _judge_in(worker, m, tests[:_FIRST_PASS] if partial else tests, timeout_s)
+                if partial and entry["status"] == "survived":
+                    with queue_lock:
+                        queue.append((m, True))
+                    emit(
+                        f"[first pass] {m.id}: passed the {_FIRST_PASS} most-killing tests of {len(tests)}; "
+                        "the rest later"
+                    )
+                    return True
             entry.pop("retry", None)
             if entry["status"] == "killed":
                 module = entry["killing_tests"][0].split("::", 1)[0]
@@ -790,7 +811,16 @@ def run_systematic(
         try:
             while True:
                 with queue_lock:
-                    m = queue.pop(0) if queue else None
+                    m, full = queue.pop(0) if queue else (None, False)
+                if m is not None and full and deadline is not None and time.monotonic() > deadline:
+                    # Out of time for full runs: no verdict (the first pass killed nothing).
+                    verdicts[m.id] = {
+                        "status": "unfinished",
+                        "note": f"passed the {_FIRST_PASS} most-killing tests; the time limit came before the rest",
+                        "seconds": 0.0,
+                    }
+                    bar.step(m, "unfinished", 0.0, False)
+                    continue
                 if m is None and since and worker is not None:
                     pass  # a last control for what this worker judged
                 elif m is None:
@@ -798,7 +828,7 @@ def run_systematic(
                 if worker is None:
                     wtree = mirror_tree(Path(tree), root / "trees" / f"worker-{os.getpid()}-{slot}", original)
                     worker = _Worker(wtree, worker_args, root / f"worker-{slot}.log")
-                if m is not None and judge_one(m, worker):
+                if m is not None and judge_one(m, worker, full):
                     since.append(m)
                 if since and (m is None or len(since) >= _CONTROL_EVERY):
                     why = control(worker)
@@ -810,7 +840,7 @@ def run_systematic(
                         rejudged.update(x.id for x in again)
                         worker.restart()
                         with queue_lock:
-                            queue[:0] = again
+                            queue[:0] = [(x, False) for x in again]
                         for x in again:
                             (root / "results" / f"{x.key}.json").unlink(missing_ok=True)
                             bar.undo(verdicts[x.id]["status"])
@@ -825,7 +855,7 @@ def run_systematic(
         """Compile the probes of the mutants ahead of the workers (into the build cache), so
         that a worker's mutant usually finds its probe built."""
         ptree = root / "trees" / f"prebuild-{os.getpid()}"
-        for m in list(queue):
+        for m, _full in list(queue):
             if done.is_set():
                 return
             text = m.apply(original)
@@ -927,6 +957,7 @@ def format_systematic(result: dict[str, Any]) -> str:
         "not reached",
         "not compiled",
         "not judged",
+        "unfinished",
     )
 
     def table(title: str, rows: dict[str, dict[str, int]], extra: dict[str, int] | None = None) -> list[str]:
@@ -968,10 +999,10 @@ def format_systematic(result: dict[str, Any]) -> str:
     others = [
         (mid, v)
         for mid, v in result["mutants"].items()
-        if v["status"] in ("timeout", "not compiled", "not judged") or v.get("review_error")
+        if v["status"] in ("timeout", "not compiled", "not judged", "unfinished") or v.get("review_error")
     ]
     if others:
-        lines += ["", "timeouts, not compiled, not judged, review errors:"]
+        lines += ["", "timeouts, not compiled, not judged, unfinished, review errors:"]
         for mid, v in others:
             lines.append(f"  {v['status']:<12} {mid}  {v.get('review_error') or v.get('note', '')}")
     for mid in result["stale_equivalents"]:
