@@ -145,8 +145,11 @@ def test_equivalents_file_format(tmp_path: Path) -> None:
     bad.write_text("f:1:2:ROR:<-><=\n")
     with pytest.raises(ValueError, match=r"line 1: expected 'ID \| reason'"):
         load_equivalents("18.6", bad)
-    shipped = load_equivalents("18.6")
+    from pytest_readstream.postgres.builds.systematic_run import gaps_path
+
+    shipped = {**load_equivalents("18.6"), **load_equivalents("18.6", gaps_path("18.6"))}
     assert equivalents_path("18.6").name == "systematic_equivalents_18.txt"
+    assert not set(load_equivalents("18.6")) & set(load_equivalents("18.6", gaps_path("18.6")))
     for ident, why in shipped.items():
         _fn, line, col, op, _change = ident.split(":", 4)
         assert (
@@ -164,8 +167,13 @@ def test_shipped_equivalents_name_mutants_of_18s_file(pg_source_tree: Path) -> N
     version = source_version(pg_source_tree)
     if not version.startswith("18."):
         pytest.skip(f"the shipped equivalents are 18's; the tree is {version}")
-    ids = {m.id for m in generate_mutants((pg_source_tree / READ_STREAM_C).read_text())}
+    from pytest_readstream.postgres.builds.systematic_run import gaps_path
+    from pytest_readstream.postgres.builds.traced_copy import WRAPPED_CALLS
+
+    text = (pg_source_tree / READ_STREAM_C).read_text()
+    ids = {m.id for m in generate_mutants(text, keep_calls=frozenset(WRAPPED_CALLS))}
     assert set(load_equivalents(version)) <= ids
+    assert set(load_equivalents(version, gaps_path(version))) <= ids
 
 
 def _result() -> dict:

@@ -86,6 +86,11 @@ def equivalents_path(version: str) -> Path:
     return Path(__file__).with_name(f"systematic_equivalents_{version.split('.')[0]}.txt")
 
 
+def gaps_path(version: str) -> Path:
+    """The reviewed survivors that are gaps of the suite (``ID | what the suite does not check``)."""
+    return Path(__file__).with_name(f"systematic_gaps_{version.split('.')[0]}.txt")
+
+
 def load_equivalents(version: str, path: Path | None = None) -> dict[str, str]:
     """``{stable id: why it is equivalent}`` from the shipped file (empty when there is none).
 
@@ -536,6 +541,7 @@ def run_systematic(
     if sample is not None and sample < len(mutants):
         mutants = sorted(random.Random(seed).sample(mutants, sample), key=lambda m: m.start)
     equivalents = load_equivalents(version) if equivalents is None else equivalents
+    gaps = load_equivalents(version, gaps_path(version))
     root = (cache_dir or source_cache_dir().parent / "systematic") / f"{version}-{digest}"
     (root / "results").mkdir(parents=True, exist_ok=True)
     suite_hash, module_hashes = _suite_hashes()
@@ -783,6 +789,9 @@ def run_systematic(
         if entry["status"] == "survived" and m.id in equivalents:
             entry = {**entry, "status": "equivalent", "why": equivalents[m.id]}
             verdicts[m.id] = entry
+        elif entry["status"] in ("survived", "unfinished") and m.id in gaps:
+            entry = {**entry, "why": f"gap: {gaps[m.id]}"}
+            verdicts[m.id] = entry
         bar.step(m, entry["status"], float(entry.get("seconds", 0.0)), cached_hit)
 
     def control(worker: _Worker) -> str | None:
@@ -819,6 +828,8 @@ def run_systematic(
                         "note": f"passed the {_FIRST_PASS} most-killing tests; the time limit came before the rest",
                         "seconds": 0.0,
                     }
+                    if m.id in gaps:
+                        verdicts[m.id]["why"] = f"gap: {gaps[m.id]}"
                     bar.step(m, "unfinished", 0.0, False)
                     continue
                 if m is None and since and worker is not None:
@@ -986,7 +997,11 @@ def format_systematic(result: dict[str, Any]) -> str:
     ops = {k: v for k, v in result["by_operator"].items() if v.get("mutants")}
     lines += table("operator", ops, {k: v["generated"] for k, v in result["by_operator"].items()})
     lines.append("  " + "; ".join(f"{k} {v}" for k, v in OPERATORS.items()))
-    for status, title in (("survived", "survivors (suite gaps)"), ("equivalent", "judged equivalent")):
+    for status, title in (
+        ("survived", "survivors (suite gaps)"),
+        ("unfinished", "unfinished (passed the first pass; no full run in the time limit)"),
+        ("equivalent", "judged equivalent"),
+    ):
         rows = [(mid, v) for mid, v in result["mutants"].items() if v["status"] == status]
         if not rows:
             continue
@@ -995,14 +1010,15 @@ def format_systematic(result: dict[str, Any]) -> str:
             lines.append(f"  {fn}:")
             for mid, v in rows:
                 if v["function"] == fn:
-                    lines.append(f"    {mid}" + (f"  -- {v['why']}" if v.get("why") else ""))
+                    why = v.get("why") or ("not reviewed" if status == "survived" else "")
+                    lines.append(f"    {mid}" + (f"  -- {why}" if why else ""))
     others = [
         (mid, v)
         for mid, v in result["mutants"].items()
-        if v["status"] in ("timeout", "not compiled", "not judged", "unfinished") or v.get("review_error")
+        if v["status"] in ("timeout", "not compiled", "not judged") or v.get("review_error")
     ]
     if others:
-        lines += ["", "timeouts, not compiled, not judged, unfinished, review errors:"]
+        lines += ["", "timeouts, not compiled, not judged, review errors:"]
         for mid, v in others:
             lines.append(f"  {v['status']:<12} {mid}  {v.get('review_error') or v.get('note', '')}")
     for mid in result["stale_equivalents"]:
