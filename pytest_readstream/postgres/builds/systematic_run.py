@@ -77,7 +77,7 @@ _SCAN_TESTS = ("test_scans.py", "test_scan_facts.py", "test_scan_faults.py")
 _CONTROL_EVERY = 20
 _CONTROL_TESTS = 8
 # The first pass runs a mutant with this many tests (most kills first); the rest come later.
-_FIRST_PASS = 25
+_FIRST_PASS = 8
 
 
 # ------------------------------------------------------------------------------ reviewed equivalents
@@ -673,6 +673,8 @@ def run_systematic(
     worker_args = worker_args_for(common)
     queue: list[tuple[SystematicMutant, bool]] = [(m, False) for m in todo]
     deadline = None if time_limit is None else t_start + time_limit
+    deferred: list[tuple[int, SystematicMutant]] = []
+    first_in_flight = [0]
     queue_lock = threading.Lock()
 
     def cached(m: SystematicMutant, mhash: str) -> dict[str, Any] | None:
@@ -699,6 +701,12 @@ def run_systematic(
         text = m.apply(original)
         mhash = hashlib.sha256(text.encode()).hexdigest()[:16]
         hit = cached(m, mhash)
+        if hit is not None and hit["status"] == "first pass":
+            if not full:
+                with queue_lock:
+                    deferred.append((int(hit["tests"]), m))
+                return False
+            hit = None  # its full run is due now
         if hit is not None:
             verdicts[m.id] = hit
             with kills_lock:
@@ -728,7 +736,10 @@ def run_systematic(
                     entry = _judge_in(worker, m, tests[:_FIRST_PASS] if partial else tests, timeout_s)
                 if partial and entry["status"] == "survived":
                     with queue_lock:
-                        queue.append((m, True))
+                        deferred.append((len(tests), m))
+                    mark = {"status": "first pass", "tests": len(tests), "id": m.id, "schema": _SCHEMA}
+                    mark.update({"source": mhash, "suite": suite_hash})
+                    (root / "results" / f"{m.key}.json").write_text(json.dumps(mark, indent=1))
                     emit(
                         f"[first pass] {m.id}: passed the {_FIRST_PASS} most-killing tests of {len(tests)}; "
                         "the rest later"
@@ -820,7 +831,20 @@ def run_systematic(
         try:
             while True:
                 with queue_lock:
-                    m, full = queue.pop(0) if queue else (None, False)
+                    if queue:
+                        m, full = queue.pop(0)
+                    elif deferred:
+                        # The full runs, those with the fewest tests first (most verdicts per minute).
+                        deferred.sort(key=lambda nm: (nm[0], nm[1].start))
+                        m, full = deferred.pop(0)[1], True
+                    else:
+                        m, full = None, False
+                    if m is not None and not full:
+                        first_in_flight[0] += 1
+                if m is None and first_in_flight[0] and not since:
+                    # Another worker's first pass may still send a mutant to the full runs.
+                    time.sleep(1.0)
+                    continue
                 if m is not None and full and deadline is not None and time.monotonic() > deadline:
                     # Out of time for full runs: no verdict (the first pass killed nothing).
                     verdicts[m.id] = {
@@ -839,8 +863,13 @@ def run_systematic(
                 if worker is None:
                     wtree = mirror_tree(Path(tree), root / "trees" / f"worker-{os.getpid()}-{slot}", original)
                     worker = _Worker(wtree, worker_args, root / f"worker-{slot}.log")
-                if m is not None and judge_one(m, worker, full):
-                    since.append(m)
+                try:
+                    if m is not None and judge_one(m, worker, full):
+                        since.append(m)
+                finally:
+                    if m is not None and not full:
+                        with queue_lock:
+                            first_in_flight[0] -= 1
                 if since and (m is None or len(since) >= _CONTROL_EVERY):
                     why = control(worker)
                     if why is not None:
