@@ -15,6 +15,7 @@ import pytest
 
 from reference_impl import READ_STREAM_FULL, BlockRangeReadStreamPrivate, block_range_read_stream_cb
 
+from . import _oracle
 from ._fixtures import drive_fixture, relation_fixture  # noqa: F401
 
 pytestmark = pytest.mark.readstream_requires("stream-api")
@@ -63,3 +64,39 @@ def test_cached_blocks_after_a_miss_take_the_fast_path_again(
     assert d.stream.distance == 1
     assert d.consume() == list(range(180, 240))
     d.end()
+
+
+@pytest.mark.readstream_invariant("pins", "MUST")
+@pytest.mark.parametrize("readstream_settings", [{}, {"io_method": "sync"}], indirect=True)
+@pytest.mark.parametrize("order", ["sequential", "scattered"])
+def test_a_stream_without_a_spare_pin_still_returns_every_block_one_pin_at_a_time(
+    drive: Any, relation: Any, readstream_backend: Any, order: str
+) -> None:
+    """§4.3 step 2: when the consumer's own pins use up the backend's share
+    (``GetAdditionalPinLimit()`` is 0), a stream that holds no pin may still take one, so it
+    returns every block; one that holds a pin takes no other: it never holds more than one.
+
+    Kills the "guarantee progress" mutants of ``read_stream_start_pending_read`` line 322 (18.6:
+    ``if (buffer_limit == 0 && stream->pinned_buffers == 0) buffer_limit = 1``), for example
+    ``read_stream_start_pending_read:322:6:ROR:buffer_limit == 0->false`` (no read at all: the
+    stream ends early) and ``read_stream_start_pending_read:322:50:ROR:==->>=`` (a second pin
+    beyond the share): the rest of the suite never leaves a stream without a spare pin."""
+    pin_limit = _oracle.max_proportional_pins(readstream_backend.settings)
+    held = pin_limit + 4
+    other = relation(held + 8, name="other")
+    kept = [readstream_backend.read_buffer(other, b) for b in range(held)]
+    rel = relation(61)
+    blocks = list(range(61)) if order == "sequential" else [(7 * i) % 61 for i in range(61)]
+    d = drive(rel, blocks, held=kept, flags=READ_STREAM_FULL)
+    pins = []
+    got = []
+    for _ in range(61):
+        d.next()
+        got.append(d.returned[-1])
+        pins.append(d.stream_pins)
+    assert got == blocks
+    assert max(pins) <= 1, f"the stream's pins after each call, with no spare pin: {pins}"
+    assert d.consume() == []
+    d.end()
+    while d.held:
+        d.release_held()
