@@ -5,8 +5,9 @@ which passes two pipes (``READSTREAM_SYSTEMATIC_JOBS_FD``, ``READSTREAM_SYSTEMAT
 Instead of pytest's own loop over the collected tests, this plugin reads one job per line
 (``{"id": ..., "tree": DIR, "order": [node ids]}``): it points the ``postgres`` implementation at
 the job's tree (:meth:`~pytest_readstream.postgres.impl.implementation.PostgresImplementation.retarget_traced_source`:
-the server restarts, so no backend keeps the previous copy's probe, and the probe, already
-compiled by the runner, is loaded from the build cache), runs the tests in the job's order and
+the stream sessions are closed, so no backend that runs the next streams has the previous
+copy's probe, and the probe, already compiled by the runner, is loaded from the build cache;
+with ``"restart": true``, or when the server died, the server itself starts afresh), runs the tests in the job's order and
 stops at the first failure, and writes one line back (after a line ``{"start": node id}``
 before each test, from which the runner limits that test's time): ``{"id": ..., "outcomes": {node id:
 "passed" | "failed" | "harness-error" | "skipped"}, "harness": {node id: line}, "seconds": s}``.
@@ -61,7 +62,7 @@ def _run_job(
     session: pytest.Session, job: dict[str, Any], by_id: dict[str, Any], ran: set[str], results: Any
 ) -> dict[str, Any]:
     impl = session.config.stash[IMPL_KEY]
-    impl.retarget_traced_source(Path(job["tree"]))
+    impl.retarget_traced_source(Path(job["tree"]), restart=bool(job.get("restart", False)))
     _outcomes.clear()
     _harness.clear()
     _messages.clear()
@@ -71,8 +72,10 @@ def _run_job(
     t0 = time.monotonic()
     stopped = None
     for i, item in enumerate(order):
-        # The next item keeps the session's fixtures (the implementation) set up between jobs.
-        nextitem = order[i + 1] if i + 1 < len(order) else order[0]
+        # The last test of a job tears everything down (nextitem None): the next job may start
+        # anywhere, and a test's own fixtures must end inside its own teardown, where a failure
+        # of theirs is that test's (the session's implementation is a value in the stash).
+        nextitem = order[i + 1] if i + 1 < len(order) else None
         if item.nodeid in ran and hasattr(item, "_initrequest"):
             item._initrequest()  # a test run again gets fresh fixture values
         ran.add(item.nodeid)
@@ -90,9 +93,14 @@ def _run_job(
             continue  # a coverage job runs every test
         if stopped or any(v in ("failed", "harness-error") for v in _outcomes.values()):
             break
-    # Whatever the last test left set up for its successor (its module, its class) goes too:
-    # the next job starts at another test.
-    session._setupstate.teardown_exact(None)
+    if order and (stopped is not None or item is not order[-1]):
+        # Stopped at a failure (or by the implementation's exit): what that test left set up
+        # for its successor (its module, its class) goes too, and an error in that teardown is
+        # no verdict of this job's.
+        try:
+            session._setupstate.teardown_exact(None)
+        except Exception as err:
+            _messages.setdefault("<teardown>", f"{type(err).__name__}: {err}"[:400])
     return {
         "id": job["id"],
         "outcomes": dict(_outcomes),

@@ -256,6 +256,8 @@ class _Worker:
         self.startup_s = startup_s
         self.proc: subprocess.Popen[bytes] | None = None
         self.current = ""
+        # The next job restarts the server (the stream sessions are closed for every job).
+        self.fresh_next = False
         self._start()
 
     def _start(self) -> None:
@@ -768,7 +770,9 @@ def run_systematic(
 
     def _judge_in(worker: _Worker, m: SystematicMutant, tests: list[str], limit: float) -> dict[str, Any]:
         try:
-            reply = worker.run({"id": m.id, "tree": str(worker.tree), "order": tests}, limit, test_limit)
+            job = {"id": m.id, "tree": str(worker.tree), "order": tests, "restart": worker.fresh_next}
+            worker.fresh_next = False
+            reply = worker.run(job, limit, test_limit)
         except _WorkerDied as err:
             return {"status": "not judged", "note": str(err)[:300], "retry": True}
         if reply is None:
@@ -872,6 +876,8 @@ def run_systematic(
                             first_in_flight[0] -= 1
                 if since and (m is None or len(since) >= _CONTROL_EVERY):
                     why = control(worker)
+                    # The server has run up to 20 mutants: the next one starts a fresh one.
+                    worker.fresh_next = True
                     if why is not None:
                         # State left by a mutant (or the machine) failed the unmutated copy: the
                         # verdicts since the last good control are judged again in a fresh worker.
