@@ -310,12 +310,17 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
         metavar="MIN",
         help="--systematic: start no full run of a first-pass survivor after MIN minutes",
     )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="--systematic: judge nothing; report the cached verdicts (the others unfinished)",
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
     if args.systematic:
         return _systematic_mutants(args)
-    if args.sample is not None or args.no_cache or args.time_limit is not None:
-        raise CliError("--sample, --no-cache and --time-limit need --systematic")
+    if args.sample is not None or args.no_cache or args.time_limit is not None or args.report_only:
+        raise CliError("--sample, --no-cache, --time-limit and --report-only need --systematic")
     pytest_args = ["-p", "hypothesis", "--hypothesis-profile=ci"]
     if args.workers not in ("0", ""):
         pytest_args = ["-n", args.workers, *pytest_args]
@@ -340,6 +345,10 @@ def _systematic_mutants(args: argparse.Namespace) -> int:
         raise CliError("--systematic needs --impl postgres (the mutants are C edits of read_stream.c)")
     if args.sample is not None and args.sample < 1:
         raise CliError(f"--sample {args.sample}: give a positive number of mutants")
+    if args.report_only and (args.no_cache or args.sample is not None or args.time_limit is not None):
+        raise CliError(
+            "--report-only reports the cached verdicts: it takes no --no-cache, --sample or --time-limit"
+        )
     if args.time_limit is not None and not args.time_limit > 0:
         raise CliError(f"--time-limit {args.time_limit}: give a positive number of minutes")
     try:
@@ -386,6 +395,7 @@ def _systematic_mutants(args: argparse.Namespace) -> int:
             seed=args.seed,
             use_cache=not args.no_cache,
             time_limit=None if args.time_limit is None else 60.0 * args.time_limit,
+            report_only=args.report_only,
         )
     except ValueError as exc:  # --only naming no mutant of this file, a malformed equivalents line
         raise CliError(str(exc)) from None

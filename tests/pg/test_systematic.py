@@ -295,4 +295,4 @@ def test_cli_refuses_systematic_without_postgres(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert "--systematic needs --impl postgres" in err and "Traceback" not in err
     assert main(["mutants", "--sample", "3"]) == 2
-    assert "--sample, --no-cache and --time-limit need --systematic" in capsys.readouterr().err
+    assert "--sample, --no-cache, --time-limit and --report-only need --systematic" in capsys.readouterr().err

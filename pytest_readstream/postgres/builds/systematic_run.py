@@ -514,6 +514,7 @@ def run_systematic(
     equivalents: dict[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
     time_limit: float | None = None,
+    report_only: bool = False,
 ) -> dict[str, Any]:
     """Run the systematic mutants of ``tree``'s ``read_stream.c``; the verdicts and counts.
 
@@ -521,7 +522,8 @@ def run_systematic(
     random with ``seed`` (a first look at costs). ``bindir`` is the build to start (default:
     the embedded server). ``progress`` receives one line per step (default: stderr). After
     ``time_limit`` seconds no full run starts: the mutants the first pass did not kill and that
-    wait for one are *unfinished* (no verdict).
+    wait for one are *unfinished* (no verdict). ``report_only`` judges nothing: the report of the
+    cached verdicts (with the reviews as they are now), the others unfinished.
     """
     from ..servers._cluster import embedded_bindir
     from ._cbuild import CBuildUnavailable
@@ -557,6 +559,10 @@ def run_systematic(
     if use_cache and ref_file.is_file():
         ref = json.loads(ref_file.read_text())
         emit(f"reference: cached ({ref['result']['passed']} passed, {len(ref['hits'])} statements ran)")
+    elif report_only:
+        raise ValueError(
+            "--report-only: no cached reference run for this suite and read_stream.c; run without it first"
+        )
     else:
         cov_dir = Path(tempfile.mkdtemp(prefix="readstream-sitecov-"))
         cov_dir.chmod(0o1777)
@@ -624,7 +630,7 @@ def run_systematic(
             timeout_s,
             test_limit,
         )
-        if ref_clean
+        if ref_clean and not report_only
         else {}
     )
     # statement -> the tests that ran it (a statement no test ran here, though the reference ran
@@ -635,9 +641,11 @@ def run_systematic(
             tests_of.setdefault(tuple(st), set()).add(test)  # type: ignore[arg-type]
 
     # The unmutated, uninstrumented probe: a mutant compiling to the same bytes changes nothing.
-    base_tree = mirror_tree(Path(tree), root / "trees" / f"baseline-{os.getpid()}", original)
-    baseline = _digest(build_probe(real_bindir, traced_source=base_tree / READ_STREAM_C).library)
-    shutil.rmtree(base_tree, ignore_errors=True)
+    baseline = ""
+    if not report_only:
+        base_tree = mirror_tree(Path(tree), root / "trees" / f"baseline-{os.getpid()}", original)
+        baseline = _digest(build_probe(real_bindir, traced_source=base_tree / READ_STREAM_C).library)
+        shutil.rmtree(base_tree, ignore_errors=True)
 
     kills: dict[str, int] = {}
     kills_lock = threading.Lock()
@@ -913,6 +921,21 @@ def run_systematic(
             except (CBuildUnavailable, TracedCopyError):
                 pass  # the worker's own build says so again, from the cache of nothing: quickly
 
+    if report_only:
+        # The verdicts in the cache, nothing judged: the others are unfinished.
+        for m in list(todo):
+            text = m.apply(original)
+            hit = cached(m, hashlib.sha256(text.encode()).hexdigest()[:16])
+            if hit is None or hit["status"] == "first pass":
+                why = "passed the first pass; no full run yet" if hit else "no cached verdict yet"
+                verdicts[m.id] = {"status": "unfinished", "note": why, "seconds": 0.0}
+                if m.id in gaps:
+                    verdicts[m.id]["why"] = f"gap: {gaps[m.id]}"
+                bar.step(m, "unfinished", 0.0, True)
+            else:
+                verdicts[m.id] = hit
+                _finish(m, hit, cached_hit=True)
+        queue.clear()
     # Cached verdicts cost nothing; the kills they record order the tests of the others.
     builder = threading.Thread(target=prebuild, daemon=True)
     builder.start()
