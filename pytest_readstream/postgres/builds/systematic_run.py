@@ -808,6 +808,13 @@ def run_systematic(
             }
         return {"status": "survived", "passed": res["passed"], "test_seconds": reply["seconds"]}
 
+    def _review_unfinished(ident: str) -> None:
+        """An unfinished mutant's review, when it has one (shown beside it; no verdict)."""
+        if ident in equivalents:
+            verdicts[ident]["why"] = f"equivalent by review: {equivalents[ident]}"
+        elif ident in gaps:
+            verdicts[ident]["why"] = f"gap: {gaps[ident]}"
+
     def _finish(m: SystematicMutant, entry: dict[str, Any], *, cached_hit: bool) -> None:
         if entry["status"] == "survived" and m.id in equivalents:
             entry = {**entry, "status": "equivalent", "why": equivalents[m.id]}
@@ -864,8 +871,7 @@ def run_systematic(
                         "note": f"passed the {_FIRST_PASS} most-killing tests; the time limit came before the rest",
                         "seconds": 0.0,
                     }
-                    if m.id in gaps:
-                        verdicts[m.id]["why"] = f"gap: {gaps[m.id]}"
+                    _review_unfinished(m.id)
                     bar.step(m, "unfinished", 0.0, False)
                     continue
                 if m is None and since and worker is not None:
@@ -929,8 +935,7 @@ def run_systematic(
             if hit is None or hit["status"] == "first pass":
                 why = "passed the first pass; no full run yet" if hit else "no cached verdict yet"
                 verdicts[m.id] = {"status": "unfinished", "note": why, "seconds": 0.0}
-                if m.id in gaps:
-                    verdicts[m.id]["why"] = f"gap: {gaps[m.id]}"
+                _review_unfinished(m.id)
                 bar.step(m, "unfinished", 0.0, True)
             else:
                 verdicts[m.id] = hit
