@@ -39,6 +39,7 @@ from reference_impl import (
     READ_STREAM_MAINTENANCE,
     RELSEG_SIZE,
     BufferAccessStrategy,
+    Fault,
     ForkNumber,
     Instance,
     InvalidBlockNumber,
@@ -70,6 +71,37 @@ __all__ = [
 ]
 
 _INT16_MAX = _oracle.INT16_MAX
+
+
+#: How long each of the first reads of :func:`make_the_consumer_wait` takes: far longer than a
+#: consumer needs to reach it, wherever it runs (a server's consumer is a probe call away).
+SLOW_READ_US = 100_000
+#: How many of a stream's first reads :func:`make_the_consumer_wait` slows: enough for the
+#: read-ahead distance to double from 1 past any ``max_ios`` the suite uses (1 -> 2 -> ... -> 256).
+SLOW_READS = 9
+
+
+def make_the_consumer_wait(faults: Any, relation: str, blocks: list[int], settings: Settings) -> None:
+    """Slow the reads of the first :data:`SLOW_READS` distinct blocks of a cold stream so that
+    its consumer waits for each one (latency faults, which a server's read interposer imposes).
+
+    From 19 on the read-ahead distance grows only after the consumer really waited
+    (``read_stream_next_buffer``: ``needed_wait``, which ``WaitReadBuffers`` returns); reads that
+    a worker finished from the machine's page cache before the consumer got there need no wait,
+    and then a distance of 1 is what 19 means to keep. Only ``io_method=worker`` needs this:
+    under ``sync`` every read counts as a wait (``WaitReadBuffers`` performs it), and under
+    ``io_uring`` the interposer cannot delay a read (the kernel performs it).
+    """
+    if settings.io_method != "worker":
+        return
+    first: list[int] = []
+    for b in blocks:
+        if b not in first:
+            first.append(b)
+        if len(first) == SLOW_READS:
+            break
+    for b in first:
+        faults.faults.append(Fault("latency", relation=relation, block=b, times=1, extra_us=SLOW_READ_US))
 
 
 class ConformanceViolation(AssertionError):

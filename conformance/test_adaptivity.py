@@ -109,3 +109,39 @@ def test_pause_and_resume_keep_the_order(
             d.resume()
     assert got == list(range(120))
     d.end()
+
+
+@pytest.mark.readstream_invariant("adaptivity", "SHOULD")
+@pytest.mark.parametrize(
+    "readstream_settings",
+    [
+        pytest.param({"version": v, "io_method": "sync", "effective_io_concurrency": 1}, id=v)
+        for v in ("19", "20devel")
+    ],
+    indirect=True,
+)
+def test_a_read_holds_the_distances_off_decaying_through_the_next_hits(
+    drive: Any, relation: Any, readstream_instance: Any
+) -> None:
+    """From 19 on, a read holds the distances off decaying for the stream's pin budget of hits
+    (``read_stream_next_buffer`` sets ``distance_decay_holdoff = max_pinned_buffers``;
+    ``read_stream_start_pending_read`` decrements it, not the distances, on a hit with no I/O in
+    progress): after 40 cold blocks have ramped the stream up, 12 cached ones leave it reading
+    ``io_combine_limit`` blocks at a time when the misses come back.
+
+    Kills the C mutant ``decay-without-holdoff``: without the hold-off the 12 hits shrink both
+    distances and the first read after them is 4 blocks, then 8. ``sync`` makes every read a
+    wait (``WaitReadBuffers`` performs it), so the ramp does not depend on timing.
+    """
+    rel = relation(92)
+    readstream_instance.prewarm(rel, range(40, 52))
+    d = drive(rel, list(range(92)))
+    assert d.consume() == list(range(92))
+    after = [r for r in d.reads if r.start >= 52]
+    assert after, "the cold blocks after the cached run were not read"
+    limit = d.settings.io_combine_limit
+    assert (after[0].start, after[0].nblocks) == (52, limit), (
+        f"after 12 hits the first read was {after[0].nblocks} block(s) from {after[0].start}, "
+        f"not io_combine_limit = {limit}: the distances decayed although a read had just been waited for"
+    )
+    d.end()

@@ -24,6 +24,7 @@ import pytest
 from reference_impl import READ_STREAM_FULL, ChecksumFailure, Fault, ForeignIO, PgError, ReadIOError
 
 from ._fixtures import drive_fixture, relation_fixture  # noqa: F401
+from ._harness import make_the_consumer_wait
 
 pytestmark = pytest.mark.readstream_requires("stream-api")
 
@@ -251,16 +252,18 @@ def test_downgraded_page_error_finishes_its_read(drive: Any, relation: Any, read
     indirect=True,
 )
 def test_downgraded_page_error_leaves_max_ios_reads_in_flight(
-    drive: Any, relation: Any, readstream_faults: Any
+    drive: Any, relation: Any, readstream_faults: Any, readstream_settings: Any
 ) -> None:
     """After a read whose page error was downgraded (zeroed or ignored), a scattered cold stream
-    still has ``max_ios`` reads started and not yet waited for at some point (``read_stream.md``
-    §4.2: look-ahead runs until ``max_ios`` reads are in progress; the downgraded read is no
-    longer one of them)."""
+    whose consumer waits for its reads still has ``max_ios`` reads started and not yet waited
+    for at some point (``read_stream.md`` §4.2: look-ahead runs until ``max_ios`` reads are in
+    progress; the downgraded read is no longer one of them). The reads after the damaged page are
+    slow (:func:`make_the_consumer_wait`): from 19 on the distance grows only after a real wait."""
     rel = relation(5000)
     blocks = _scattered(5000, 200)
     bad = blocks[0]
     readstream_faults.faults.append(Fault("checksum", relation=rel.name, block=bad, times=None))
+    make_the_consumer_wait(readstream_faults, rel.name, blocks[1:], readstream_settings)
     d = drive(rel, blocks)
     assert d.consume(1) == [bad]
     # Count reads in flight only from the moment the consumer has the damaged page.

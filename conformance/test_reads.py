@@ -25,6 +25,7 @@ from reference_impl import (
 
 from . import _oracle
 from ._fixtures import drive_fixture, relation_fixture  # noqa: F401
+from ._harness import make_the_consumer_wait
 
 pytestmark = pytest.mark.readstream_requires("stream-api")
 
@@ -157,11 +158,16 @@ def test_reads_in_flight_never_exceed_max_ios(drive: Any, relation: Any) -> None
     ],
     indirect=True,
 )
-def test_scattered_stream_starts_reads_ahead(drive: Any, relation: Any) -> None:
-    """A scattered cold stream has ``max_ios`` reads started and not yet waited for at some point
-    (§4.2: look-ahead runs until ``max_ios`` reads are in progress)."""
+def test_scattered_stream_starts_reads_ahead(
+    drive: Any, relation: Any, readstream_faults: Any, readstream_settings: Any
+) -> None:
+    """A scattered cold stream whose consumer waits for its reads has ``max_ios`` reads started
+    and not yet waited for at some point (§4.2: look-ahead runs until ``max_ios`` reads are in
+    progress). Its first reads are slow (:func:`make_the_consumer_wait`): from 19 on the distance
+    grows only after a real wait."""
     rel = relation(5000)
     blocks = [(b * 4099) % 5000 for b in range(1, 200)]
+    make_the_consumer_wait(readstream_faults, rel.name, blocks, readstream_settings)
     d = drive(rel, blocks)
     d.consume()
     assert d.observer.max_outstanding == d.max_ios, (

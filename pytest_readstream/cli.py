@@ -4,8 +4,8 @@ Subcommands::
 
     readstream check    [--impl NAME] [-n N] [--json PATH] [-- PYTEST-ARGS...]
     readstream mutants  [--impl reference|postgres] [--json PATH] [-n N] [--only NAME ...]
-                        [--pg-source DIR | --pg-fetch-source] [--pg-bindir DIR]
-                        [--systematic [--sample N] [--seed S] [--no-cache]]
+                        [--pg-source DIR | --pg-fetch-source] [--pg-bindir DIR] [--fail-fast]
+                        [--systematic [--sample N] [--seed S] [--no-cache] [--time-limit MIN] [--report-only]]
     readstream trace    --scan NAME (--nblocks N | --relation SHAPE) [--setting NAME=VALUE ...]
                         [--device PROFILE] [--cached-fraction F] [--seed S] [--unstreamed]
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
@@ -297,6 +297,11 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
         "--pg-bindir", metavar="DIR", help="--impl postgres: the build to start (default: embedded)"
     )
     p.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="--impl postgres: stop each mutant's run at its first failing test (the unmutated copy runs whole)",
+    )
+    p.add_argument(
         "--systematic",
         action="store_true",
         help="--impl postgres: every mutation operator at every site of read_stream.c (docs/mutation.md)",
@@ -317,6 +322,8 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
     )
     args = p.parse_args(argv)
     _check_outputs(args)
+    if args.fail_fast and args.impl != "postgres":
+        raise CliError("--fail-fast needs --impl postgres (the model's mutants run in every mode whole)")
     if args.systematic:
         return _systematic_mutants(args)
     if args.sample is not None or args.no_cache or args.time_limit is not None or args.report_only:
@@ -463,7 +470,13 @@ def _c_mutants(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if args.pg_bindir:
         server_args.append(f"--readstream-pg-bindir={bindir}")
     matrix = run_c_kill_matrix(
-        server_args, pytest_args, args.only or None, source=tree, bufmgr_h=bufmgr_h, version=headers.version
+        server_args,
+        pytest_args,
+        args.only or None,
+        source=tree,
+        bufmgr_h=bufmgr_h,
+        version=headers.version,
+        fail_fast=args.fail_fast,
     )
     print(format_kill_matrix(matrix, reference="unmutated copy"))
     for why in matrix["not_applicable"].values():

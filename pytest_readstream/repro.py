@@ -163,10 +163,13 @@ class Reproduction:
     # ------------------------------------------------------------------------------ output
     def rerun_command(self) -> str:
         """The shell command that reruns this test alone with the same seed."""
+        # The server build options come in impl_args; the run's own options may repeat one.
+        given = {a.split("=", 1)[0] for a in self.impl_args if a.startswith("--")}
+        options = [a for a in self.options if not (a.startswith("--") and a.split("=", 1)[0] in given)]
         args = [
             *self.launcher,
             *self.target,
-            *self.options,
+            *options,
             f"--readstream-seed={self.run_seed}",
             f"--readstream-impl={self.implementation}",
             *self.impl_args,

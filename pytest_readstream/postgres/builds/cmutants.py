@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from ..._progress import Progress
 from ...mutants import judge, run_suite
 from .pgsource import READ_STREAM_C
 from .traced_copy import MUTANTS, mutant_problem
@@ -44,6 +46,7 @@ def run_c_kill_matrix(
     source: Path | None = None,
     bufmgr_h: str | None = None,
     version: str | None = None,
+    fail_fast: bool = False,
 ) -> dict[str, Any]:
     """Run the suite against the unmutated traced copy and each C mutant; who killed whom.
 
@@ -53,6 +56,9 @@ def run_c_kill_matrix(
     ``reference`` and each run's wall time in seconds. With ``source`` (the tree) and
     ``bufmgr_h`` (the server's ``storage/bufmgr.h``), each mutant is first checked against the
     tree: one that does not apply goes into ``not_applicable`` (name -> one line) and is not run.
+    With ``fail_fast`` each mutant's run stops at its first failing test (``--maxfail=1``), so a
+    mutant lists one killing test; the unmutated copy always runs whole, since a kill counts only
+    tests it passed.
     """
     names = list(MUTANTS) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in MUTANTS]
@@ -74,13 +80,23 @@ def run_c_kill_matrix(
         "mutants": {},
         "not_applicable": not_applicable,
         "version": version,
+        "fail_fast": fail_fast,
     }
+    progress = Progress("C mutants")
+    progress.add(1 + len(names))
+    for name, why in not_applicable.items():
+        print(f"readstream mutants: {name} does not apply: {why}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     out["reference"] = run_suite("postgres", base, timeout_s)
     out["reference"]["seconds"] = round(time.perf_counter() - t0, 1)
+    ref = out["reference"]
+    progress.step(
+        f"unmutated copy: {ref['passed']} passed, {len(ref['failed'])} failed in {ref['seconds']:.0f} s"
+    )
     for name in names:
         t = time.perf_counter()
-        res = run_suite("postgres", [*base, f"--readstream-pg-mutant={name}"], timeout_s)
+        stop = ["--maxfail=1"] if fail_fast else []
+        res = run_suite("postgres", [*base, *stop, f"--readstream-pg-mutant={name}"], timeout_s)
         out["mutants"][name] = {
             "doc": MUTANTS[name].bug,
             # Killed only by tests the unmutated copy passed in this run (mutants.judge).
@@ -91,6 +107,13 @@ def run_c_kill_matrix(
             "seconds": round(time.perf_counter() - t, 1),
             **({"output_tail": res["output_tail"]} if "output_tail" in res else {}),
         }
+        m = out["mutants"][name]
+        verdict = (
+            f"killed by {len(m['killing_tests'])} test(s)"
+            if m["killed"]
+            else ("not judged" if m["not_judged"] else "SURVIVED")
+        )
+        progress.step(f"{name}: {verdict} in {m['seconds']:.0f} s")
     out["seconds"] = round(time.perf_counter() - t0, 1)
     out["all_killed"] = all(m["killed"] for m in out["mutants"].values())
     ref = out["reference"]
