@@ -18,6 +18,8 @@ Subcommands::
                         [--json PATH]
     readstream pg-build [--pg-version X.Y | --source DIR | --build-dir DIR] [--no-cassert]
                         [--no-injection-points] [--jobs N] [--check]
+    readstream review   --base TREE (--patch FILE | --patched TREE) [--json PATH] [--markdown PATH]
+                        [--plot-dir DIR] [-n N] [--repeat N] [--timing-repeats N] [--no-timing]
     readstream scans    (list every scan and its parameters)
     readstream devices  (list device profiles)
 
@@ -34,6 +36,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -810,6 +813,137 @@ def _cmd_compare(argv: Sequence[str]) -> int:
     return 0 if result["same"] else 1
 
 
+def _cmd_review(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="readstream review",
+        description=(
+            "What a patch does to the read path: the conformance suite, compare's scenarios and the "
+            "time under the seed threads' latency profiles, on the base tree and on the base with the "
+            "patch applied; a report for the terminal, as Markdown and as JSON (docs/review.md)."
+        ),
+        epilog="exit status: 0 no change; 1 the patch changes something; 2 bad input or a harness error (one line)",
+    )
+    p.add_argument("--base", metavar="TREE", help="the PostgreSQL source tree the patch is for")
+    p.add_argument(
+        "--render",
+        metavar="REPORT.json",
+        help="instead of a review: print a saved review's report again (its tests classified anew)",
+    )
+    p.add_argument("--patch", metavar="FILE", help="a unified diff (git diff, git format-patch, diff -u)")
+    p.add_argument("--patched", metavar="TREE", help="instead of --patch: a patched tree of the same version")
+    p.add_argument("--json", help="write the report as JSON to this path")
+    p.add_argument("--markdown", help="write the report as Markdown (for a mailing-list reply) to this path")
+    p.add_argument(
+        "--plot-dir", metavar="DIR", help="write the plots (PNG) into this directory (needs matplotlib)"
+    )
+    p.add_argument(
+        "-n", dest="workers", default="2", help="pytest-xdist workers of each suite run (default 2)"
+    )
+    p.add_argument(
+        "--repeat", type=positive_int, default=2, help="compare: runs per scenario and side (default 2)"
+    )
+    p.add_argument(
+        "--timing-repeats", type=positive_int, default=3, help="timed runs per profile and side (default 3)"
+    )
+    p.add_argument("--jobs", type=positive_int, default=None, help="ninja's parallel jobs for a rebuild")
+    p.add_argument("--seed", type=int, default=1, help="the suite's --readstream-seed (default 1)")
+    p.add_argument("--no-suite", action="store_true", help="leave the conformance suite out")
+    p.add_argument("--no-compare", action="store_true", help="leave compare's scenarios out")
+    p.add_argument("--no-timing", action="store_true", help="leave the timing out")
+    p.add_argument(
+        "--allow-other-base",
+        action="store_true",
+        help="apply a git patch whose 'index' lines name other file contents than the base's",
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="run both sides even when the patch changes no code (only comments, white space, tests, docs)",
+    )
+    args = p.parse_args(argv)
+    _check_outputs(args)
+    _check_output("--markdown", args.markdown)
+    if args.render:
+        return _render_review(args)
+    if not args.base:
+        raise CliError("--base TREE is required (or --render REPORT.json)")
+    if args.plot_dir:
+        if not Path(args.plot_dir).is_dir():
+            raise CliError(f"--plot-dir {args.plot_dir}: not a directory (create it first)")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise CliError(
+                "--plot-dir needs matplotlib, which is not installed: pip install 'pytest-readstream[plot]'"
+            )
+    try:
+        from .postgres import PgHarnessError
+        from .review.inputs import ReviewInputError, check_inputs
+    except ImportError as exc:
+        raise CliError(
+            f"review needs the 'postgres' extra (pip install 'pytest-readstream[postgres,pgbuild]'): {exc}"
+        ) from None
+    from .review.report import format_markdown, format_text
+    from .review.run import ReviewOptions, prepare, run_review
+
+    started = time.monotonic()  # the review's time includes making the patched copy
+    try:
+        inputs = check_inputs(args.base, args.patch, args.patched)
+        prepared = prepare(
+            inputs, allow_other_base=args.allow_other_base
+        )  # the patched copy: a patch that does not apply is one line
+    except ReviewInputError as exc:
+        raise CliError(str(exc)) from None
+
+    options = ReviewOptions(
+        workers=args.workers,
+        seed=args.seed,
+        compare_repeat=args.repeat,
+        timing_repeats=args.timing_repeats,
+        skip_suite=args.no_suite,
+        skip_compare=args.no_compare,
+        skip_timing=args.no_timing,
+        full=args.full,
+        jobs=args.jobs,
+        plot_dir=Path(args.plot_dir) if args.plot_dir else None,
+    )
+    try:
+        report = run_review(
+            inputs,
+            options,
+            prepared=prepared,
+            started=started,
+            progress=lambda m: print(f"readstream review: {m}", file=sys.stderr, flush=True),
+        )
+    except (ReviewInputError, PgHarnessError) as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    print(format_text(report))
+    if args.markdown:
+        Path(args.markdown).write_text(format_markdown(report) + "\n", encoding="utf-8")
+    _write_json(args.json, report)
+    errors = [v for v in report["verdicts"].values() if v["verdict"] == "ERROR"]
+    if errors:
+        print(f"readstream review: ERROR: {errors[0]['line']}", file=sys.stderr)
+        return 2
+    return 0 if report["conclusion"] == "no change" else 1
+
+
+def _render_review(args: argparse.Namespace) -> int:
+    """``readstream review --render REPORT.json``: a saved report, rendered again."""
+    from .review.report import SCHEMA, format_markdown, format_text, regroup
+
+    try:
+        saved = json.loads(Path(args.render).read_text())
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--render {args.render}: not a readable JSON report ({exc})") from None
+    if not isinstance(saved, dict) or saved.get("schema") != SCHEMA:
+        raise CliError(f"--render {args.render}: not a readstream review report (schema {SCHEMA})")
+    report = regroup(saved)
+    print(format_text(report))
+    if args.markdown:
+        Path(args.markdown).write_text(format_markdown(report) + "\n", encoding="utf-8")
+    _write_json(args.json, report)
+    return 0 if report["conclusion"] == "no change" else 1
+
+
 def _cmd_pg_build(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(
         prog="readstream pg-build",
@@ -962,6 +1096,7 @@ COMMANDS = {
     "oracle": _cmd_oracle,
     "compare": _cmd_compare,
     "pg-build": _cmd_pg_build,
+    "review": _cmd_review,
     "scans": _cmd_scans,
     "devices": _cmd_devices,
 }

@@ -154,6 +154,10 @@ class ScanRequest:
     faults: Any = None
     cancel_after_buffers: int | None = None
     device: str = "nvme"
+    #: A server imposes ``device`` on the relation's files (its read interposer: the profile's
+    #: latency and bandwidth per read request), so that its reads take the model's time; the
+    #: model runs on ``device`` in any case.
+    impose_device: bool = False
 
 
 @dataclass

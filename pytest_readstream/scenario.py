@@ -96,7 +96,14 @@ def _apply_settings(base: Any, value: Any, where: str) -> Any:
         return value
     if isinstance(value, Mapping):
         return base.replace(**dict(value)) if value else base
-    raise SettingError(f"{where}: {value!r} is not a Settings object or a mapping of GUC names to values")
+    if callable(value):
+        # A function of the settings so far (their version above all): for settings a test
+        # states in each version's own terms, such as the I/O worker pool (io_worker_pool).
+        return _apply_settings(base, value(base), where)
+    raise SettingError(
+        f"{where}: {value!r} is not a Settings object, a mapping of GUC names to values or a "
+        "function of the settings so far returning one"
+    )
 
 
 def settings_from(item: pytest.Item, param: Any = NO_PARAM) -> Any:

@@ -27,7 +27,15 @@ from typing import Any
 from .errors import SettingError
 from .versions import VERSIONS, canonical_version
 
-__all__ = ["Settings", "GUC_RANGES", "VERSIONS", "VERSION_SETTINGS", "IO_METHODS", "NUM_AUXILIARY_PROCS"]
+__all__ = [
+    "Settings",
+    "GUC_RANGES",
+    "VERSIONS",
+    "VERSION_SETTINGS",
+    "IO_METHODS",
+    "NUM_AUXILIARY_PROCS",
+    "io_worker_pool",
+]
 
 BLCKSZ = 8192
 IO_METHODS = ("sync", "worker", "io_uring")
@@ -262,6 +270,19 @@ class Settings:
             changes[name.strip()] = value.strip()
         start = (base or cls()).as_dict()
         return cls.from_mapping(_changed(start, changes))
+
+
+def io_worker_pool(version: str, workers: int) -> dict[str, int]:
+    """The settings of a pool of exactly ``workers`` I/O workers in the terms ``version`` has
+    (``method_worker.c``): 18's fixed ``io_workers``; from 19 on ``io_min_workers =
+    io_max_workers``, which the postmaster starts at once (``maybe_start_io_workers_scheduled_at``
+    returns "as soon as possible" below ``io_min_workers``) and never grows past (nothing is
+    launched at ``io_max_workers``), so the pool neither grows nor times out
+    (``pgaio_worker_can_timeout``: only a worker numbered ``io_min_workers`` or higher may)."""
+    version = canonical_version(version)
+    if "io_workers" in VERSION_SETTINGS[version]:
+        return {"io_workers": workers}
+    return {"io_min_workers": workers, "io_max_workers": workers}
 
 
 def _version_settings_text(version: str) -> str:

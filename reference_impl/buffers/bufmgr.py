@@ -749,6 +749,11 @@ class Backend:
             raise ModelUsageError(f"buffer {buf} is invalid: not a buffer of this backend")
         return local.tag[local_id(buf)]
 
+    def lock_buffer(self, buf: int) -> None:
+        """``LockBuffer`` / ``ConditionalLockBuffer`` of a pinned buffer, as far as the read path
+        sees it: in 18 the content lock is an LWLock of the buffer header and leaves the private
+        reference counts alone (no lock contention is modelled), so nothing happens."""
+
     def mark_buffer_dirty(self, buf: int, *, wal_logged: bool = False) -> None:
         """``MarkBufferDirty``; ``wal_logged`` gives the page an LSN not yet flushed (an FPI)."""
         if buf < 0:

@@ -44,6 +44,18 @@ class Backend19(Backend):
 
     refcount_class: type[PrivateRefCount] = PrivateRefCount19
 
+    def lock_buffer(self, buf: int) -> None:
+        """``LockBuffer`` / ``ConditionalLockBuffer``: 19 keeps the content lock's mode in the
+        private reference count entry, so ``BufferLockAcquire`` and ``BufferLockConditional``
+        look the entry up with ``GetPrivateRefCountEntry(buffer, true)``, which moves an entry
+        that had overflowed into the hash back into the array. That can change
+        ``PrivateRefCountOverflowed`` and so ``GetAdditionalPinLimit``. Local buffers have no
+        such entry."""
+        if buf >= 0:
+            refs = self.refs
+            assert isinstance(refs, PrivateRefCount19)
+            refs.lookup_move(buf)
+
     def _async_read_buffers(self, op: ReadBuffersOperation) -> tuple[bool, int]:
         """``AsyncReadBuffers`` of PostgreSQL 19: (I/O started or joined, blocks covered)."""
         pool = self.pool

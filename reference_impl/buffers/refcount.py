@@ -247,6 +247,17 @@ class PrivateRefCount19(PrivateRefCount):
 
     __slots__ = ()
 
+    def lookup_move(self, buf: int) -> None:
+        """``GetPrivateRefCountEntry(buffer, do_move = true)`` on a pinned buffer: an entry in the
+        hash moves back into the array (it leaves the hash first, then a slot is reserved, which
+        may push the clock's entry into the hash when the array is full)."""
+        ovf = self.ovf
+        if buf in self.pos or buf not in ovf:
+            return
+        count = ovf.pop(buf)
+        self.reserve()
+        self._take_reserved(buf, count)
+
     def reserve(self) -> None:
         """``ReservePrivateRefCountEntry`` of PostgreSQL 19."""
         if self.reserved >= 0:

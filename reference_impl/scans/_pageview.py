@@ -152,13 +152,19 @@ class HeapView:
     def page(self, block: int) -> HeapPage:
         content = self.content
         src = None if content is None else content.page(ForkNumber.MAIN, block)
-        return HeapPage(block, src, self.tuple_len)
+        page = HeapPage(block, src, self.tuple_len)
+        if block in self.rel.all_visible_now:
+            # On-access pruning set it all-visible (19+): PD_ALL_VISIBLE, its hint bits set.
+            page.all_visible = page.hinted = True
+        return page
 
     def vm_flags(self, block: int) -> int:
         """The block's visibility-map bits as the synthetic relation lays them out."""
         content = self.content
         if content is None:
             return 0
+        if block in self.rel.all_visible_now:
+            return VM_ALL_VISIBLE | (VM_ALL_FROZEN if self.page(block).all_frozen else 0)
         fn = getattr(content, "vm_status", None)
         if fn is not None:
             vis, frz = fn(block)
@@ -175,7 +181,9 @@ class HeapView:
         bits = getattr(content, "vm_bits", None)
         if bits is not None:
             vis, frz = bits(0, nblocks)
-            return int(np.count_nonzero(vis)), int(np.count_nonzero(frz))
+            # Blocks on-access pruning set all-visible since (19+; none on 18).
+            extra = sum(1 for b in self.rel.all_visible_now if b < nblocks and not vis[b])
+            return int(np.count_nonzero(vis)) + extra, int(np.count_nonzero(frz))
         flags = [self.vm_flags(b) for b in range(nblocks)]
         return sum(1 for f in flags if f & VM_ALL_VISIBLE), sum(1 for f in flags if f & VM_ALL_FROZEN)
 

@@ -349,7 +349,7 @@ def bt_index_check(
             raise ModelUsageError(f"index {idx.name!r} has no table to check (heapallindexed)")
         # table_beginscan_strat(strategy and syncscan allowed) + heap_getnext: PostgreSQL 18's
         # streamed sequential scan, no tuple slot.
-        scan = HeapScan(ctx, heap_rel, streamed=True, use_slot=False)
+        scan = HeapScan(ctx, heap_rel, streamed=True, use_slot=False, pagemode=True)
         heap_tuples = 0
         heap_content = heap_rel.content
         for block in scan.pages():

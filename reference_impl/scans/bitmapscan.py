@@ -42,6 +42,7 @@ from ._heapfetch import (
     btree_range_leaves,
     btree_range_params,
 )
+from ._prune import OnAccessPruning
 from ._tidbitmap import TBMIterateResult, TIDBitmap
 from .base import EXPLAIN_IO_PARAM, ScanContext, ScanParam, register_scan
 
@@ -164,6 +165,9 @@ def bitmapscan(
     returned = ReturnedRows(be, limit)
     exact = lossy = 0
     visited: list[int] = []
+    # heapam_scan_bitmap_next_block prunes each page (19+: rs_vmbuffer; nodeBitmapHeapscan
+    # marks a relation the query does not modify, SO_HINT_REL_READ_ONLY).
+    pruner = OnAccessPruning.for_scan(ctx, rel, read_only=True)
     cbuf = -1
     pos = 0
     while True:
@@ -189,6 +193,10 @@ def bitmapscan(
         assert res is not None
         cbuf = buf
         block = res.blockno
+        if pruner is not None:
+            pruner.prune_opt(buf, block)
+        # heapam_scan_bitmap_next_block tests the tuples under LockBuffer(buffer, SHARE).
+        be.lock_buffer(buf)
         ctx.visit(block)
         visited.append(block)
         page = content.page(ForkNumber.MAIN, block) if content is not None else None
@@ -205,6 +213,8 @@ def bitmapscan(
             break
     # heap_endscan: the scan buffer, then the stream (drain); the slot is cleared afterwards.
     returned.end_scan(cbuf, stream)
+    if pruner is not None:
+        pruner.release()
     return {
         "rows": returned.rows,
         "tid_digest": returned.digest.value,

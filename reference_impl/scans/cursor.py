@@ -147,7 +147,7 @@ class _Portal:
             return 0
         if self.scan is None:
             # SeqNext begins the scan on its first call.
-            self.scan = HeapScan(self.ctx, self.rel, streamed=self.streamed, sets_hints=True)
+            self.scan = HeapScan(self.ctx, self.rel, streamed=self.streamed, sets_hints=True, read_only=True)
         n = 0
         while self.scan.getnext(direction, self._on_page):
             n += 1

@@ -53,6 +53,7 @@ from ..buffers.strategy import BAS_BULKREAD, BufferAccessStrategy, get_access_st
 from ..read_stream import READ_STREAM_SEQUENTIAL, READ_STREAM_USE_BATCHING, ReadStream
 from ..storage.relation import ForkNumber, InvalidBlockNumber, Relation
 from ._pageview import HeapView, take_hint_bits
+from ._prune import OnAccessPruning
 from .base import ScanContext, heap_page_live
 from .syncscan import SYNC_SCAN_REPORT_INTERVAL, SyncScanTable
 
@@ -93,6 +94,8 @@ class HeapScan:
         rescan_fix: bool | None = None,
         sets_hints: bool = False,
         instrument: bool = False,
+        read_only: bool = False,
+        pagemode: bool | None = None,
     ) -> None:
         self.ctx = ctx
         self.backend = ctx.backend
@@ -126,6 +129,11 @@ class HeapScan:
             HeapView(rel) if sets_hints and spec is not None and spec.hinted_fraction < 1.0 else None
         )
         self.instrument = instrument  # SO_SCAN_INSTRUMENT (19: EXPLAIN (IO))
+        # heap_prepare_pagescan prunes each page first (page mode: the page-at-a-time visibility
+        # tests, sets_hints); 19+'s heap_page_prune_opt may set VM bits in a scan of a relation
+        # the query does not modify (read_only: SO_HINT_REL_READ_ONLY).
+        self.pagemode = sets_hints if pagemode is None else pagemode
+        self._pruner = OnAccessPruning.for_scan(ctx, rel, read_only=read_only) if self.pagemode else None
         self._initscan(keep_startblock=False)
         if streamed:
             self.stream = self._begin_stream()
@@ -259,8 +267,8 @@ class HeapScan:
                 break
             self.cbuf = buf
             self.cblock = block = be.pool.tag[buf] & 0xFFFFFFFF
-            if self._hint_view is not None:
-                self.prepare_page(buf, block)
+            if self.pagemode:
+                self.prepare_pagescan(buf, block)
             yield block
         self.cbuf = -1
         self.cblock = InvalidBlockNumber
@@ -301,9 +309,19 @@ class HeapScan:
             return InvalidBlockNumber
         self.cbuf = buf
         self.cblock = be.pool.tag[buf] & 0xFFFFFFFF
-        if self._hint_view is not None:
-            self.prepare_page(buf, self.cblock)
+        if self.pagemode:
+            self.prepare_pagescan(buf, self.cblock)
         return self.cblock
+
+    def prepare_pagescan(self, buf: int, block: int) -> None:
+        """``heap_prepare_pagescan``: ``heap_page_prune_opt`` (19+), then the share lock under which
+        the page's tuples are tested (``LockBuffer``; in 19 it looks the buffer's private
+        reference count entry up), and the hint bits those tests set."""
+        if self._pruner is not None:
+            self._pruner.prune_opt(buf, block)
+        self.backend.lock_buffer(buf)
+        if self._hint_view is not None:
+            self.prepare_page(buf, block)
 
     def prepare_page(self, buf: int, block: int) -> None:
         """``heap_prepare_pagescan``'s visibility tests on the page in hand: on a page that is not
@@ -374,6 +392,8 @@ class HeapScan:
         if self.cbuf >= 0:
             be.release_buffer(self.cbuf)
             self.cbuf = -1
+        if self._pruner is not None:
+            self._pruner.release()  # rs_vmbuffer
         if self.stream is not None:
             self.stream.reset()
         old = self.strategy
@@ -399,6 +419,8 @@ class HeapScan:
         if self.cbuf >= 0:
             self.backend.release_buffer(self.cbuf)
             self.cbuf = -1
+        if self._pruner is not None:
+            self._pruner.release()  # rs_vmbuffer
         if self.stream is not None:
             self.stream.end()
             self.stream = None

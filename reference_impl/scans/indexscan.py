@@ -36,6 +36,7 @@ from ._heapfetch import (
     btree_range_leaves,
     btree_range_params,
 )
+from ._prune import OnAccessPruning
 from .base import ScanContext, register_scan
 
 __all__ = ["indexscan"]
@@ -100,6 +101,9 @@ def indexscan(
         stream = begin_heap_fetch_stream(ctx, rel, callback)
     returned = ReturnedRows(be, limit)
     fetched: list[int] = []
+    # heapam_index_fetch_tuple prunes a heap page when it pins it (19+: xs_vmbuffer; the
+    # executor's scan of a relation the query does not modify, SO_HINT_REL_READ_ONLY).
+    pruner = OnAccessPruning.for_scan(ctx, rel, read_only=True)
     cbuf = -1
     while True:
         if stream is not None:
@@ -119,6 +123,10 @@ def indexscan(
             block, offsets = run
             buf = be.release_and_read_buffer(cbuf, rel, block)
         cbuf = buf
+        if pruner is not None:
+            pruner.prune_opt(buf, block)
+        # heap_hot_search_buffer runs under LockBuffer(xs_cbuf, BUFFER_LOCK_SHARE).
+        be.lock_buffer(buf)
         be.check_for_interrupts()
         ctx.visit(block)
         fetched.append(block)
@@ -129,6 +137,8 @@ def indexscan(
             break
     # index_endscan: the heap fetch's buffer, then (prototype) the stream; then the slot.
     returned.end_scan(cbuf, stream)
+    if pruner is not None:
+        pruner.release()
     # Index pages read are I/O, not the answer: the streamed prototype consumes the index ahead
     # of the heap fetches, so after a LIMIT it may have read further leaves.
     ctx.notes["index_pages"] = index_pages

@@ -153,6 +153,7 @@ class SampleHeapScan(HeapScan):
             stream_flags=flags,
             # heapam_scan_sample_next_block: page-at-a-time visibility only in page mode.
             sets_hints=pagemode,
+            read_only=True,  # nodeSamplescan: ScanRelIsReadOnly
         )
 
     def _callback(self, stream: Any, private: Any) -> int:

@@ -65,6 +65,7 @@ def seqscan(
         use_slot=slot,
         rescan_fix=rescan_fix,
         sets_hints=True,
+        read_only=True,  # nodeSeqscan: ScanRelIsReadOnly
         instrument=ctx.check_explain_io("seqscan", explain_io),
     )
     rows = 0

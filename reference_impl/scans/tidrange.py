@@ -86,6 +86,7 @@ def tidrangescan(
         allow_strat=False,
         allow_sync=False,
         sets_hints=True,
+        read_only=True,  # nodeTidrangescan: ScanRelIsReadOnly
         instrument=ctx.check_explain_io("tidrangescan", explain_io),
     )
     mintid = (start_block, start_offset)

@@ -113,6 +113,8 @@ class Relation:
         "tablespace_eic",
         "tablespace_mic",
         "hinted_now",
+        "prune_cleared_now",
+        "all_visible_now",
     )
 
     def __init__(
@@ -154,6 +156,10 @@ class Relation:
         # Heap blocks whose hint bits a scan has set since the relation was built (its content
         # describes the pages as built; see scans.heapscan.HeapScan.prepare_page).
         self.hinted_now: set[int] = set()
+        # Heap blocks whose prune hint (pd_prune_xid) on-access pruning has cleared, and those it
+        # set all-visible in the VM (PostgreSQL 19 and later: scans.prune.OnAccessPruning).
+        self.prune_cleared_now: set[int] = set()
+        self.all_visible_now: set[int] = set()
 
     def _check_size(self, fork: ForkNumber, n: int) -> None:
         if not isinstance(n, int) or n < 0 or n > MaxBlockNumber + 1:

@@ -9,12 +9,24 @@ from typing import Any
 
 import pytest
 
-GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden" / "oracle_pg18.json"
+_GOLDEN_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "golden"
+GOLDEN = _GOLDEN_DIR / "oracle_pg18.json"
+#: The stored oracle document of each model version, measured on a server of that version:
+#: 18.6 (embedded), 19beta1 and master (20devel) builds.
+GOLDEN_BY_VERSION = {
+    "18": GOLDEN,
+    "19": _GOLDEN_DIR / "oracle_pg19.json",
+    "20devel": _GOLDEN_DIR / "oracle_pg20devel.json",
+}
+_CACHE: dict[str, dict[str, Any]] = {}
 
 
-def golden() -> dict[str, Any]:
-    """The stored oracle document (measured on PostgreSQL 18.6)."""
-    return json.loads(GOLDEN.read_text())
+def golden(version: str = "18") -> dict[str, Any]:
+    """The stored oracle document measured on a server of model version ``version``."""
+    doc = _CACHE.get(version)
+    if doc is None:
+        doc = _CACHE[version] = json.loads(GOLDEN_BY_VERSION[version].read_text())
+    return doc
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,14 @@
-"""The model against the stored PostgreSQL 18.6 measurements (no server needed).
+"""The model against the stored server measurements of each version (no server needed).
 
-``fixtures/golden/oracle_pg18.json`` holds what ``readstream oracle`` measured on a real server
-for every scenario of ``pytest_readstream.postgres.fidelity.scenarios``. Each scenario is run through the model
-again and compared with the stored server figures exactly as the live oracle compares them:
-scenarios that agreed must still agree, explained ones must still pass their reason's checks.
-A model discrepancy that is known and reported stays here as a strict xfail naming what differs,
-so that fixing the model turns it into an error until the entry is removed.
+``fixtures/golden/oracle_pg18.json`` holds what ``readstream oracle`` measured on PostgreSQL 18.6
+for every scenario of ``pytest_readstream.postgres.fidelity.scenarios``, ``oracle_pg19.json`` and
+``oracle_pg20devel.json`` the same on 19beta1 and master builds (``readstream oracle
+--pg-bindir BIN --json PATH``). Each scenario is run through the model of that version again and
+compared with the stored server figures exactly as the live oracle compares them: scenarios that
+agreed must still agree, explained ones must still pass their reason's checks (the reason that
+applies on that version). A model discrepancy that is known and reported stays here as a strict
+xfail naming what differs, so that fixing the model turns it into an error until the entry is
+removed.
 """
 
 from __future__ import annotations
@@ -23,31 +26,44 @@ from pytest_readstream.postgres.fidelity.oracle import (
 )
 from pytest_readstream.postgres.fidelity.scenarios import REASONS, SCENARIOS, Scenario
 
-from .conftest import golden
+from .conftest import GOLDEN_BY_VERSION, golden
 
-#: Differences between the model and PostgreSQL 18.6 that the model owners have been told about.
-KNOWN_MODEL_DISCREPANCIES: dict[str, str] = {}
+VERSIONS = tuple(GOLDEN_BY_VERSION)
+#: The major version string each document's server reports.
+_SERVER_VERSION = {"18": "18.", "19": "19", "20devel": "20devel"}
+
+#: Differences between the model and a server that the model owners have been told about,
+#: per version.
+KNOWN_MODEL_DISCREPANCIES: dict[str, dict[str, str]] = {v: {} for v in VERSIONS}
 
 _SLOW = {"seqscan-segment-crossing"}  # 131,080 blocks through the model: about 10 s
 
 
+def _slow(version: str, sc: Scenario) -> bool:
+    return sc.name in _SLOW
+
+
 def _params() -> list[Any]:
     out = []
-    for sc in SCENARIOS:
-        marks = [pytest.mark.slow] if sc.name in _SLOW else []
-        if sc.name in KNOWN_MODEL_DISCREPANCIES:
-            marks.append(pytest.mark.xfail(reason=KNOWN_MODEL_DISCREPANCIES[sc.name], strict=True))
-        out.append(pytest.param(sc, id=sc.name, marks=marks))
+    for version in VERSIONS:
+        known = KNOWN_MODEL_DISCREPANCIES[version]
+        for sc in SCENARIOS:
+            marks: list[Any] = [pytest.mark.slow] if _slow(version, sc) else []
+            if sc.name in known:
+                marks.append(pytest.mark.xfail(reason=known[sc.name], strict=True))
+            out.append(pytest.param(version, sc, id=f"{version}-{sc.name}", marks=marks))
     return out
 
 
-def _records() -> dict[str, dict[str, Any]]:
-    return {r["name"]: r for r in golden()["scenarios"]}
+def _records(version: str = "18") -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in golden(version)["scenarios"]}
 
 
-def test_golden_document_describes_the_server() -> None:
-    doc = golden()
-    assert doc["server"]["version"].startswith("18."), doc["server"]
+@pytest.mark.parametrize("version", VERSIONS)
+def test_golden_document_describes_the_server(version: str) -> None:
+    doc = golden(version)
+    assert doc["server"]["version"].startswith(_SERVER_VERSION[version]), doc["server"]
+    assert doc["server"].get("model_version", "18") == version
     assert doc["server"]["block_size"] == 8192
     from reference_impl import Settings
 
@@ -73,9 +89,10 @@ def test_golden_document_describes_the_server() -> None:
         assert observed["synchronize_seqscans"] == ("on" if wanted.synchronize_seqscans else "off")
 
 
-def test_golden_scenarios_are_the_current_ones() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_golden_scenarios_are_the_current_ones(version: str) -> None:
     """Same names, relations, settings and parameters: the golden data is not stale."""
-    records = _records()
+    records = _records(version)
     assert sorted(records) == sorted(s.name for s in SCENARIOS)
     for sc in SCENARIOS:
         r = records[sc.name]
@@ -86,11 +103,12 @@ def test_golden_scenarios_are_the_current_ones() -> None:
         assert r["answer_keys"] == list(sc.answer_keys), sc.name
 
 
-def test_every_stored_disagreement_is_explained_or_known() -> None:
-    for r in golden()["scenarios"]:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_stored_disagreement_is_explained_or_known(version: str) -> None:
+    for r in golden(version)["scenarios"]:
         if r["agree"]:
             continue
-        assert r.get("explained") or r["name"] in KNOWN_MODEL_DISCREPANCIES, (
+        assert r.get("explained") or r["name"] in KNOWN_MODEL_DISCREPANCIES[version], (
             f"{r['name']} differs ({r['differs']}) with no named reason"
         )
         if r.get("explained"):
@@ -127,19 +145,20 @@ def test_scenario_set_covers_the_issue() -> None:
     }
 
 
-@pytest.mark.parametrize("scenario", _params())
-def test_model_against_golden_server(scenario: Scenario) -> None:
-    record = _records()[scenario.name]
-    model = run_model(scenario)
+@pytest.mark.parametrize(("version", "scenario"), _params())
+def test_model_against_golden_server(version: str, scenario: Scenario) -> None:
+    record = _records(version)[scenario.name]
+    model = run_model(scenario, None if version == "18" else version)
     server = side_from_record(record)
     cmp = compare(scenario, model, server)
     # The model as it is now against the stored server side: agreement, or a named reason whose
     # checks hold. (The stored "agree" flag is what the live run found when it was recorded.)
-    if scenario.reason is None:
+    reason = scenario.reason_for(version)
+    if reason is None:
         assert cmp["differs"] == [], _describe(cmp["differs"], model, server)
     else:
-        checks = reason_checks(scenario, model, server)
-        assert all(checks.values()), f"{scenario.name}: reason {scenario.reason} checks failed: {checks}"
+        checks = reason_checks(scenario, model, server, version)
+        assert all(checks.values()), f"{scenario.name}: reason {reason} checks failed: {checks}"
 
 
 def _describe(differs: list[str], model: dict[str, Any], server: dict[str, Any]) -> str:

@@ -216,6 +216,29 @@ def test_19_reserves_the_last_free_refcount_entry() -> None:
     assert limits == {"18": (0, pin_limit - 8), "19": (1, pin_limit - 9)}
 
 
+def test_19_locking_a_buffer_moves_its_refcount_entry_back_into_the_array() -> None:
+    """19 keeps the content lock's mode in the private refcount entry: BufferLockAcquire looks
+    it up with do_move, so locking a pinned buffer whose entry overflowed into the hash takes
+    it out of the hash. Nine pins, the ninth pushed one entry into the hash; the first released
+    leaves an array slot free, and locking the hashed buffer fills it: overflow 1 -> 0 and
+    GetAdditionalPinLimit one higher. 18's LWLock leaves the entries alone."""
+    got = {}
+    for version in ("18", "19", "20devel"):
+        inst = _instance(version)
+        be = inst.backend()
+        rel = inst.relation("r")
+        bufs = [be.read_buffer(rel, b) for b in range(9)]
+        hashed = next(iter(be.refs.ovf))
+        released = next(b for b in bufs if b != hashed)
+        be.release_buffer(released)
+        before = be.refs.overflowed
+        be.lock_buffer(hashed)
+        got[version] = (before, be.refs.overflowed, be.refs.count(hashed))
+        _release(be, [b for b in bufs if b != released])
+        be.check_for_buffer_leaks()
+    assert got == {"18": (1, 1, 1), "19": (1, 0, 1), "20devel": (1, 0, 1)}
+
+
 # ------------------------------------------------------------------ no free list
 def test_19_has_no_free_list() -> None:
     """A new pool: 18 takes buffers off the free list (the clock hand stays at 0), 19's sweep

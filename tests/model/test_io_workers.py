@@ -14,6 +14,7 @@ from reference_impl import (
     Settings,
 )
 from reference_impl.io.methods import WorkerIOMethod, WorkerIOMethod19
+from reference_impl.settings import io_worker_pool
 
 # Reads of 10 ms that the device serves 64 at a time: the workers are the bottleneck.
 SLOW = DeviceProfile("slow-10ms", 10_000, 10_000, 100_000.0, 64)
@@ -166,3 +167,45 @@ def test_each_version_has_its_own_worker_settings() -> None:
         Settings.from_mapping({"version": "19", "io_worker_idle_timeout": "2s"}).io_worker_idle_timeout
         == 2000
     )
+
+
+def _cold_sequential_scan(settings: Settings, nblocks: int = 3072) -> tuple[Instance, float]:
+    """A cold streamed sequential scan on nvme with direct I/O: the instance and the fraction of
+    the device's bandwidth bound it reached."""
+    from reference_impl import InvalidBlockNumber, begin_stream
+
+    inst = Instance(settings, device="nvme", seed=1)
+    rel = inst.create_relation("t", nblocks)
+    be = inst.backend()
+    blocks = iter(range(nblocks))
+    stream = begin_stream(be, rel, lambda s, p: next(blocks, InvalidBlockNumber))
+    t0 = inst.clock.now
+    while (buf := stream.next_buffer()) != INVALID_BUFFER:
+        be.release_buffer(buf)
+    stream.end()
+    return inst, inst.device.bandwidth_bound_us(nblocks) / (inst.clock.now - t0)
+
+
+def test_19_default_pool_never_grows_for_one_sequential_stream() -> None:
+    """The conformance suite's bandwidth bound (90 %) holds with three workers, 18's default; 19's
+    pool starts with io_min_workers = 2 and a single stream never asks for a third, however long
+    the server has run: a worker asks only when the queue is deeper than the pool (IoWorkerMain),
+    and the default pin limit (94 blocks, six 16-block reads) leaves at most two reads queued."""
+    base = {"io_method": "worker", "debug_io_direct": "data", "io_combine_limit": 16}
+    _, eff18 = _cold_sequential_scan(Settings(**base))  # type: ignore[arg-type]
+    inst19, eff19 = _cold_sequential_scan(Settings(version="19", **base))  # type: ignore[arg-type]
+    assert isinstance(inst19.io_method, WorkerIOMethod19)
+    assert inst19.io_method.launches == [0, 0] and not inst19.io_method.grow_signal_sent
+    assert eff18 >= 0.9 and 0.6 < eff19 < 0.7
+    three = Settings(version="19", **base, **io_worker_pool("19", 3))  # type: ignore[arg-type]
+    inst3, eff3 = _cold_sequential_scan(three)
+    assert inst3.io_method.launches == [0, 0, 0] and eff3 == eff18  # type: ignore[attr-defined]
+
+
+def test_io_worker_pool_in_each_version_terms() -> None:
+    assert io_worker_pool("18", 5) == {"io_workers": 5}
+    for version in ("19", "20devel", "master"):
+        assert io_worker_pool(version, 5) == {"io_min_workers": 5, "io_max_workers": 5}
+    inst = _instance(version="19", **io_worker_pool("19", 5))
+    assert inst.io_method.launches == [0] * 5  # type: ignore[attr-defined]
+    assert _rounds(_reads(inst, list(range(0, 20, 2)))) == 2  # five workers: 5 + 5, no growth

@@ -93,3 +93,37 @@ def test_scans_2_3_example_ten_thousand_blocks_629_reads() -> None:
     r = run_scan("seqscan", inst.backend(), rel)
     assert r.read_count == 629 and r.read_blocks == 10000
     assert set(r.io) == {"bulkread"}
+
+
+# ------------------------------------------------------------------ per version, from the servers
+def _stored() -> dict:
+    import json
+
+    from ._worked_examples import STORE
+
+    return json.loads(STORE.read_text())
+
+
+def _version_cases() -> list:
+    from ._worked_examples import CASES
+
+    return [pytest.param(v, c, id=f"{v}-{c.name}") for v in ("18", "19", "20devel") for c in CASES]
+
+
+def test_worked_examples_were_measured_on_every_version() -> None:
+    from ._worked_examples import CASES
+
+    doc = _stored()
+    assert sorted(doc["servers"]) == ["18", "19", "20devel"]
+    assert doc["servers"]["18"].startswith("18.") and doc["servers"]["19"].startswith("19")
+    assert sorted(doc["cases"]) == sorted(c.name for c in CASES)
+    assert all(sorted(v) == ["18", "19", "20devel"] for v in doc["cases"].values())
+
+
+@pytest.mark.parametrize(("version", "case"), _version_cases())
+def test_worked_example_of_each_version_is_the_servers(version: str, case) -> None:
+    """The model of each version reads what a server of that version read (stored: the
+    server's reads as block ranges, or a scan's read count)."""
+    from ._worked_examples import model
+
+    assert model(case, version) == _stored()["cases"][case.name][version]

@@ -49,6 +49,48 @@ def test_settings_default_marker_and_indirect(pytester: pytest.Pytester) -> None
     result.stdout.fnmatch_lines(["*SettingError: io_combine_limit = 1000 is out of range: allowed 1..128*"])
 
 
+@pytest.mark.parametrize(
+    ("version", "pool"),
+    [("18", {"io_workers": 32}), ("19", {"io_min_workers": 32, "io_max_workers": 32}), ("master", None)],
+)
+def test_settings_stated_in_the_terms_of_the_run_version(
+    pytester: pytest.Pytester, version: str, pool: dict[str, int] | None
+) -> None:
+    """A function of the settings so far states a setting each version names its own way (the
+    I/O worker pool); as a plain dict, 18's io_workers is refused on 19 and later."""
+    pytester.makepyfile(
+        f"""
+        import pytest
+        from reference_impl.settings import io_worker_pool
+
+        def pool32(base):
+            return {{"io_method": "worker", **io_worker_pool(base.version, 32)}}
+
+        @pytest.mark.parametrize("readstream_settings", [pool32], indirect=True, ids=["pool"])
+        def test_pool(readstream_settings):
+            s = readstream_settings
+            assert s.io_method == "worker"
+            if s.version == "18":
+                assert s.io_workers == 32
+            else:
+                assert (s.io_min_workers, s.io_max_workers) == (32, 32)
+            expected = {pool!r}
+            if expected is not None:
+                assert {{k: getattr(s, k) for k in expected}} == expected
+
+        @pytest.mark.parametrize("readstream_settings", [{{"io_workers": 32}}], indirect=True)
+        def test_plain(readstream_settings):
+            assert readstream_settings.version == "18"
+        """
+    )
+    result = pytester.runpytest(f"--readstream-model-version={version}")
+    if version == "18":
+        result.assert_outcomes(passed=2)
+    else:
+        result.assert_outcomes(passed=1, errors=1)
+        result.stdout.fnmatch_lines(["*io_workers is not a setting of PostgreSQL *: it has io_min_workers*"])
+
+
 def test_storage_default_marker_and_indirect(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

@@ -389,3 +389,20 @@ def test_server_operations_refuse_explain_io_until_they_read_it(scan: str) -> No
 
     with pytest.raises(UnsupportedLayout, match="explain_io = True cannot be run on a server"):
         server_op(scan, {"explain_io": True}, "19")
+
+
+def test_the_oracle_runs_the_variant_of_the_servers_version() -> None:
+    """A 19 or master server runs the streamed pgstatindex, pgstathashindex and
+    pgstattuple_approx (their contrib/pgstattuple sources begin a read stream); the oracle's
+    model side and the server's accepted variant follow the server's version, not 18's table."""
+    from pytest_readstream.postgres.fidelity import oracle
+    from pytest_readstream.postgres.fidelity.scenarios import SCENARIOS
+
+    for scan in ("pgstatindex", "pgstathashindex", "pgstattuple_approx"):
+        assert oracle._server_variant(scan) == oracle._server_variant(scan, "18") == "unstreamed"
+        assert oracle._server_variant(scan, "19") == oracle._server_variant(scan, "20devel") == "streamed"
+    sc = next(s for s in SCENARIOS if s.name == "pgstatindex")
+    # Measured on a master server: 12 reads of 1,384,448 bytes (18.6: 169 reads, the same bytes).
+    m18, m20 = oracle.run_model(sc), oracle.run_model(sc, "20devel")
+    assert (m18["reads"], m20["reads"]) == (169, 12)
+    assert m18["read_bytes"] == m20["read_bytes"] == 1384448

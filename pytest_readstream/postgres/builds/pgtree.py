@@ -66,7 +66,7 @@ from .pgbuild import (
 )
 from .pgsource import READ_STREAM_C, PgSourceMismatch, source_version
 
-__all__ = ["TreeBuild", "TreeDigest", "build_tree", "check_tree", "tree_digest"]
+__all__ = ["TreeBuild", "TreeDigest", "build_tree", "check_tree", "tree_build_dir", "tree_digest"]
 
 #: What a non-git tree's digest covers besides its top-level files.
 _DIGEST_DIRS = ("src", "contrib", "config")
@@ -225,6 +225,14 @@ def _own_build_dir(build_dir: Path) -> tuple[Path, dict[str, object]]:
     return source, options
 
 
+def tree_build_dir(source: Path, options: BuildOptions, cache: Path | None = None) -> Path:
+    """The build directory the harness keeps for tree ``source`` built with ``options`` (one per
+    tree path and options; ``options.version`` must be the tree's)."""
+    cache = Path(cache) if cache is not None else build_cache_dir()
+    where = hashlib.sha256("\0".join([str(source), *meson_options(options)]).encode()).hexdigest()[:16]
+    return cache / "trees" / f"postgresql-{options.version}-{where}" / "build"
+
+
 def build_tree(
     source: Path | None,
     options: BuildOptions | None = None,
@@ -265,8 +273,7 @@ def build_tree(
     key = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:16]
     prefix = cache / f"postgresql-{version}-{key}"
     if build_dir is None:
-        where = hashlib.sha256("\0".join([str(source), *meson_options(options)]).encode()).hexdigest()[:16]
-        build_dir = cache / "trees" / f"postgresql-{version}-{where}" / "build"
+        build_dir = tree_build_dir(source, options, cache)
     done = _read_manifest(prefix, source)
     if done is not None:
         return TreeBuild(done, "cached", 0.0, 0, digest, build_dir)

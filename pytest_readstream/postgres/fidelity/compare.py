@@ -319,6 +319,8 @@ def _one_run(side: Side, sc: CompareScenario) -> dict[str, Any]:
                 events = stream()
             out["read_sequence"] = [list(r) for r in reads(events)]
             out["starts"] = sum(1 for e in events if e.kind == "start")
+            # Every block a start accepted is a buffer the stream pinned (StartReadBuffers pins them).
+            out["pins"] = sum(e.accepted for e in events if e.kind == "start")
             out["waits"] = sum(1 for e in events if e.kind == "wait")
             out["budget_violations"] = len(budget_violations(events))
     m: Measurement = h.measurement

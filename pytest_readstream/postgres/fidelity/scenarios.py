@@ -51,7 +51,37 @@ REASONS: dict[str, Reason] = {
         "is still a stride permutation of the table, read one block per I/O.",
         ("stride_order", "one_block_reads"),
     ),
+    "read-ahead-timing": Reason(
+        "read-ahead-timing",
+        "From PostgreSQL 19 on, with an asynchronous io_method, the stream's read-ahead distance "
+        "grows only after WaitReadBuffers() reported a real wait (read_stream_next_buffer). "
+        "Whether the backend waited for an I/O worker depends on real time on the server and on "
+        "the model's device on its virtual clock, so how far the stream had read ahead when the "
+        "consumer stopped, turned or rolled back differs (and varies between server runs). Still "
+        "checked: the rows returned, the I/O contexts, and that the two sides' reads differ by "
+        "less than the stream can read ahead (GetPinLimit() blocks).",
+        ("rows_equal", "contexts_equal", "read_ahead_bounded"),
+    ),
 }
+
+
+#: From 19 on the read-ahead grows only after a real wait: scenarios whose answer depends on how
+#: far the stream read ahead run with 1 ms reads imposed on the server's files (and the model on
+#: the same device), so that every read is waited for on both sides.
+_WAITED_DEVICE = (("19", "cloud-1ms"),)
+
+
+def _from_version(pairs: tuple[tuple[str, str], ...], version: str | None) -> str | None:
+    """The last value of ``(first version, value)`` pairs whose first version is not newer than
+    ``version`` (``None``: 18)."""
+    from reference_impl.versions import VERSIONS, canonical_version
+
+    at = VERSIONS.index(canonical_version(version or VERSIONS[0]))
+    found = None
+    for since, value in pairs:
+        if VERSIONS.index(since) <= at:
+            found = value
+    return found
 
 
 @dataclass(frozen=True)
@@ -76,6 +106,23 @@ class Scenario:
     fast: bool = False
     note: str = ""
     relation_reads: bool = False
+    #: Reasons that apply from a version on, as ``(first version, reason)`` pairs.
+    reasons_from: tuple[tuple[str, str], ...] = ()
+    #: A device both sides run on from a version on, as ``(first version, device profile)``
+    #: pairs: the model on that profile, the server with it imposed on the relation's files
+    #: (``ScanRequest.impose_device``); none: the model's nvme, the server's own storage.
+    device_from: tuple[tuple[str, str], ...] = ()
+
+    def device_for(self, version: str | None = None) -> str | None:
+        """The device imposed on both sides on ``version`` (``None``: none)."""
+        return _from_version(self.device_from, version)
+
+    def reason_for(self, version: str | None = None) -> str | None:
+        """The reason that applies when the model of ``version`` (``None``: 18) judges a server:
+        ``reason``, else the last of ``reasons_from`` whose first version is not newer."""
+        if self.reason is not None:
+            return self.reason
+        return _from_version(self.reasons_from, version)
 
     @property
     def server_key(self) -> tuple[Any, ...]:
@@ -541,6 +588,8 @@ def _more() -> list[Scenario]:
             params={"limit": 3000},
             answer_keys=("rows",),
             note="LIMIT: the stream is ended early and its look-ahead drained",
+            reasons_from=(("19", "read-ahead-timing"),),
+            device_from=_WAITED_DEVICE,
         ),
         Scenario(
             "vacuum-freeze",
@@ -651,6 +700,8 @@ def _cursor_scenarios() -> list[Scenario]:
                     fast=(name, method) == ("mixed", "worker"),
                     relation_reads=name == "rollback",
                     note="pins: pages of the table pinned after each command",
+                    reasons_from=(("19", "read-ahead-timing"),) if method != "sync" else (),
+                    device_from=_WAITED_DEVICE if method != "sync" else (),
                 )
             )
     return out

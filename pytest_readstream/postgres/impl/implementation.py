@@ -99,6 +99,7 @@ from .scanops import (
     OpContext,
     ServerOp,
     server_op,
+    server_variant,
 )
 
 __all__ = ["PostgresImplementation", "ScanTiming", "server_settings_for", "session_settings_for"]
@@ -486,9 +487,12 @@ class PostgresImplementation:
 
     # ------------------------------------------------------------------------------ protocol
     def scan_variants(self, scan: str) -> tuple[str, ...]:
-        """The variant a stock PostgreSQL 18 runs of ``scan`` (empty: not offered)."""
-        variant = SERVER_VARIANTS.get(scan)
-        return (variant,) if variant else ()
+        """The variant this server's version runs of ``scan`` (empty: not offered): 18's table
+        ``SERVER_VARIANTS``, and from 19 on what that version's source streams
+        (``server_variant``: ``pgstatindex``, ``pgstathashindex``, ``pgstattuple_approx``)."""
+        if scan not in SERVER_VARIANTS:
+            return ()
+        return (server_variant(scan, self.model_version),)
 
     def why_not_offered(self, scan: str) -> str | None:
         """Why ``scan`` is not offered (``None`` when it is)."""
@@ -799,7 +803,8 @@ class PostgresImplementation:
             raise UnsupportedLayout(f"scan {request.scan!r} is not offered by a PostgreSQL server: {reason}")
         if request.variant not in self.scan_variants(request.scan):
             raise UnsupportedLayout(
-                f"scan {request.scan!r} variant {request.variant!r} is not what PostgreSQL 18 runs: "
+                f"scan {request.scan!r} variant {request.variant!r} is not what PostgreSQL "
+                f"{self.model_version} runs: "
                 f"allowed {', '.join(self.scan_variants(request.scan))}"
             )
         if not 0.0 <= request.cached_fraction <= 1.0:
@@ -1056,7 +1061,7 @@ class PostgresImplementation:
             if quiet_wal:
                 fresh_wal_segment(conn)
             conn.add_notice_handler(_notice)
-            injected, held = self._install_faults(request, built)
+            injected, held = self._install_faults(request, built, session)
             foreign = self._streams.foreign if held and self._streams is not None else None
             pid = 0
             if foreign is not None:
@@ -1092,7 +1097,9 @@ class PostgresImplementation:
                 conn.remove_notice_handler(_notice)
                 if foreign is not None:
                     foreign.finish()  # its session's pins gone before the pins are counted
-                fired = self._collect_faults(injected, applied=bool(injected or held))
+                fired = self._collect_faults(
+                    injected, applied=bool(injected or held or request.impose_device)
+                )
             m = handle.measurement
             wal_flushed = quiet_wal and flushed_within_segment(session.conn)
             pinned = sum(len(pinned_buffers(db, rel)) for rel in rels)
@@ -1241,13 +1248,17 @@ class PostgresImplementation:
 
     # ------------------------------------------------------------------------------ faults
     def _install_faults(
-        self, request: ScanRequest, built: BuiltRelation
+        self, request: ScanRequest, built: BuiltRelation, session: Any = None
     ) -> tuple[list[tuple[Any, str]], list[ForeignRead]]:
         """The request's storage faults as interposer rules, then a ``hang`` (``hang_eio``) rule for
-        each of its ``ForeignIO``; returns (fault, server relation) per fault rule, and the other
+        each of its ``ForeignIO``, then (``impose_device``) the device's delay on every fork of the
+        request's relations; returns (fault, server relation) per fault rule, and the other
         backend's reads to stage (``foreign_io``)."""
         plan = _fault_plan(request.faults)
+        device_rules = self._device_rules(request, built, session)
         if plan is None or not (plan.faults or plan.foreign_ios):
+            if device_rules:
+                self.server.faults.apply(*device_rules)
             return [], []
         injector = self.server.faults
         names = {built.spec.name: built.table, **built.indexes}
@@ -1281,8 +1292,25 @@ class PostgresImplementation:
                     ForeignRead(table, int(row[0]), blocks[0], int(fio.nblocks), fio.fails, len(rules))
                 )
                 rules.append(IoRule(target, "hang_eio" if fio.fails else "hang", blocks=blocks, times=1))
-        injector.apply(*rules)
+        injector.apply(*rules, *device_rules)
         return injected, held
+
+    def _device_rules(self, request: ScanRequest, built: BuiltRelation, session: Any) -> list[Any]:
+        """``impose_device``: a delay rule of the request's device for every fork of its relations
+        (:func:`.faults.rule_for_device`), or none."""
+        if not request.impose_device:
+            return []
+        if "fault-injection" not in self.capabilities:
+            raise UnsupportedLayout(
+                f"ScanRequest.impose_device: this server has no read interposer ({self.fault_injection_unavailable})"
+            )
+        injector = self.server.faults
+        return [
+            rule_for_device(injector.target(self.database.name, rel, fork), request.device)
+            for rel in built.relations
+            for fork in ("main", "fsm", "vm")
+            if session is None or _has_fork(session, rel, fork)
+        ]
 
     def _collect_faults(self, injected: list[tuple[Any, str]], *, applied: bool) -> list[dict[str, Any]]:
         """What fired of the plan's faults, in the model's ledger's terms, and every rule removed
