@@ -5,6 +5,7 @@ Subcommands::
     readstream check    [--impl NAME] [-n N] [--json PATH] [-- PYTEST-ARGS...]
     readstream mutants  [--impl reference|postgres] [--json PATH] [-n N] [--only NAME ...] [--seed N] [-k EXPR]
                         [--pg-source DIR | --pg-fetch-source] [--pg-bindir DIR] [--fail-fast]
+                        [--systematic [--sample N] [--seed S] [--no-cache] [--time-limit MIN] [--report-only]]
     readstream trace    --scan NAME (--nblocks N | --relation SHAPE) [--setting NAME=VALUE ...]
                         [--device PROFILE] [--cached-fraction F] [--seed S] [--unstreamed]
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
@@ -312,10 +313,33 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
         action="store_true",
         help="--impl postgres: stop each mutant's run at its first failing test (the unmutated copy runs whole)",
     )
+    p.add_argument(
+        "--systematic",
+        action="store_true",
+        help="--impl postgres: every mutation operator at every site of read_stream.c (docs/mutation.md)",
+    )
+    p.add_argument("--sample", type=int, metavar="N", help="--systematic: only N mutants chosen at random")
+    p.add_argument("--seed", type=int, default=1, help="--systematic: the suite's seed and the sample's")
+    p.add_argument("--no-cache", action="store_true", help="--systematic: judge every mutant again")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="MIN",
+        help="--systematic: start no full run of a first-pass survivor after MIN minutes",
+    )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="--systematic: judge nothing; report the cached verdicts (the others unfinished)",
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
     if args.fail_fast and args.impl != "postgres":
         raise CliError("--fail-fast needs --impl postgres (the model's mutants run in every mode whole)")
+    if args.systematic:
+        return _systematic_mutants(args)
+    if args.sample is not None or args.no_cache or args.time_limit is not None or args.report_only:
+        raise CliError("--sample, --no-cache, --time-limit and --report-only need --systematic")
     pytest_args = ["-p", "hypothesis", "--hypothesis-profile=ci"]
     if args.seed is not None:
         if args.seed < 0:
@@ -342,6 +366,74 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
     print(format_kill_matrix(matrix))
     _write_json(args.json, matrix)
     return 0 if matrix["all_killed"] and matrix["reference_clean"] else 1
+
+
+def _systematic_mutants(args: argparse.Namespace) -> int:
+    """``readstream mutants --impl postgres --systematic``: the systematic score (docs/mutation.md)."""
+    if args.impl != "postgres":
+        raise CliError("--systematic needs --impl postgres (the mutants are C edits of read_stream.c)")
+    if args.sample is not None and args.sample < 1:
+        raise CliError(f"--sample {args.sample}: give a positive number of mutants")
+    if args.report_only and (args.no_cache or args.sample is not None or args.time_limit is not None):
+        raise CliError(
+            "--report-only reports the cached verdicts: it takes no --no-cache, --sample or --time-limit"
+        )
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise CliError(f"--time-limit {args.time_limit}: give a positive number of minutes")
+    try:
+        workers = int(args.workers)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise CliError(f"-n {args.workers}: --systematic runs N mutants at once, give a positive integer")
+    try:
+        from .postgres.builds.systematic_run import format_systematic, run_systematic
+    except ImportError as exc:
+        raise CliError(
+            f"--systematic needs the 'postgres' extra (pip install 'pytest-readstream[postgres]'): {exc}"
+        ) from None
+    if bool(args.pg_source) == bool(args.pg_fetch_source):
+        raise CliError(
+            "--systematic needs the server's source: give either --pg-source DIR or --pg-fetch-source"
+        )
+    if args.pg_source and not Path(args.pg_source).is_dir():
+        raise CliError(f"--pg-source {args.pg_source}: not a directory")
+    if args.pg_bindir:
+        _check_c_build_bindir(args.pg_bindir)
+    from .postgres import PgHarnessError
+    from .postgres.builds._cbuild import server_headers
+    from .postgres.builds.pgsource import TracedSource
+    from .postgres.servers._cluster import embedded_bindir
+
+    try:
+        bindir = Path(args.pg_bindir).resolve() if args.pg_bindir else Path(embedded_bindir())
+        tree = TracedSource(
+            bindir, Path(args.pg_source).resolve() if args.pg_source else None, fetch=args.pg_fetch_source
+        ).tree()
+        version = server_headers(bindir).version
+    except (PgHarnessError, OSError) as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    try:
+        result = run_systematic(
+            tree,
+            version=version,
+            bindir=bindir if args.pg_bindir else None,
+            workers=workers,
+            only=args.only or None,
+            sample=args.sample,
+            seed=args.seed,
+            use_cache=not args.no_cache,
+            time_limit=None if args.time_limit is None else 60.0 * args.time_limit,
+            report_only=args.report_only,
+        )
+    except ValueError as exc:  # --only naming no mutant of this file, a malformed equivalents line
+        raise CliError(str(exc)) from None
+    print(format_systematic(result))
+    _write_json(args.json, result)
+    if result["reference"]["failed"] or result["reference"]["harness_errors"]:
+        print("readstream mutants: ERROR: the unmutated copy failed: no mutant judged", file=sys.stderr)
+        return 2
+    return 0 if not result["totals"].get("survived") else 1
 
 
 def _check_c_build_bindir(bindir: str) -> None:

@@ -307,6 +307,17 @@ class TracedSource:
         if why is not None:
             raise PgSourceMismatch(why)
 
+    def retarget(self, tree: Path) -> None:
+        """Take ``tree`` as the source from now on (checked as a given tree is; no mutant)."""
+        if self.mutant is not None:
+            raise PgSourceMismatch(f"a traced source with the C mutant {self.mutant} cannot be retargeted")
+        source_version(tree)
+        version = self._server_version()
+        if version is not None:
+            check_source(tree, version)
+        self._tree = Path(tree)
+        self._why_not = None
+
     @property
     def wanted(self) -> bool:
         """Whether a traced copy was asked for (a tree or a fetch)."""

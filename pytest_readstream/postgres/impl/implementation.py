@@ -598,6 +598,37 @@ class PostgresImplementation:
             self._db = self.server.scratch_database(label="impl")
         return self._db
 
+    def retarget_traced_source(self, tree: Path, *, restart: bool = True) -> None:
+        """Build the traced copy from ``tree``'s ``read_stream.c`` from the next stream on.
+
+        For the systematic mutant runs (``builds/systematic_run``), which run many mutated
+        copies in one process. With ``restart`` what was built from the previous copy is dropped
+        with the owned server (stopped here; every backend that loaded the previous probe ends
+        with it, and the next use starts a fresh one), and the probe is built again (from its
+        cache) at the first stream. Without it, a server that is up keeps running: the probe
+        is built now and the stream sessions are closed, so that the next ones (new backends)
+        load the new probe; tables and settings stay. A server that died under the previous
+        copy (or never started) is started again either way.
+        """
+        if self.dsn:
+            raise ValueError("a server reached through a DSN cannot be restarted with another traced copy")
+        self.source.retarget(Path(tree))
+        streams = self._streams
+        if not restart and streams is not None and self._server is not None and self._unusable is None:
+            probe = build_probe(
+                self.bindir or embedded_bindir(), traced_source=self.source.tree() / READ_STREAM_C
+            )
+            # A backend that loaded the previous probe keeps it: only new sessions see this one.
+            streams.close_sessions()
+            streams.probe = probe
+            return
+        self.close()
+        self._unusable = None
+        self._streams = None
+        self._stream_checked = False
+        self._stream_problem = None
+        self._stream_harness = None
+
     def close(self) -> None:
         """Drop what the implementation created and stop an owned server (idempotent)."""
         if self._streams is not None:
