@@ -296,7 +296,8 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
         "--seed",
         type=int,
         metavar="N",
-        help="the runs' --readstream-seed (hypothesis' seed under the ci profile)",
+        help="the runs' --readstream-seed (hypothesis' seed under the ci profile); with --systematic "
+        "also the sample's (default 1)",
     )
     p.add_argument(
         "-k", dest="keyword", metavar="EXPR", help="only the suite's tests matching EXPR (pytest -k)"
@@ -319,7 +320,6 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
         help="--impl postgres: every mutation operator at every site of read_stream.c (docs/mutation.md)",
     )
     p.add_argument("--sample", type=int, metavar="N", help="--systematic: only N mutants chosen at random")
-    p.add_argument("--seed", type=int, default=1, help="--systematic: the suite's seed and the sample's")
     p.add_argument("--no-cache", action="store_true", help="--systematic: judge every mutant again")
     p.add_argument(
         "--time-limit",
@@ -421,7 +421,7 @@ def _systematic_mutants(args: argparse.Namespace) -> int:
             workers=workers,
             only=args.only or None,
             sample=args.sample,
-            seed=args.seed,
+            seed=1 if args.seed is None else args.seed,
             use_cache=not args.no_cache,
             time_limit=None if args.time_limit is None else 60.0 * args.time_limit,
             report_only=args.report_only,
