@@ -49,7 +49,7 @@ from ..postgres.builds.pgbuild import (
     build_cache_dir,
     meson_options,
 )
-from ..postgres.builds.pgtree import _installed_prefix, build_tree, tree_build_dir, tree_digest
+from ..postgres.builds.pgtree import _installed_prefix, _StepCounter, build_tree, tree_build_dir, tree_digest
 from ..postgres.servers._install import make_readable
 
 __all__ = ["PatchedBuild", "build_patched", "mount_namespace"]
@@ -157,7 +157,7 @@ def _incremental(
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=f".{prefix.name}-", dir=cache))
     log_path = cache / f"{prefix.name}.log"
-    steps = _Steps(_NinjaProgress(say))
+    steps = _StepCounter(_NinjaProgress(say))
     try:
         build_copy = work / "build"
         say(f"copying the base's build directory ({base_dir}) to build the patch incrementally")
@@ -210,16 +210,3 @@ def _incremental(
         )
     say(f"incremental build of the patched server in {seconds:.0f} s ({steps.count} ninja steps)")
     return PatchedBuild(build, "incremental", seconds, steps.count)
-
-
-class _Steps:
-    """Counts ninja's ``[done/total]`` lines and passes each on."""
-
-    def __init__(self, then: Callable[[str], None]) -> None:
-        self.count = 0
-        self._then = then
-
-    def __call__(self, line: str) -> None:
-        if line.startswith("[") and "/" in line.split("]", 1)[0]:
-            self.count += 1
-        self._then(line)
