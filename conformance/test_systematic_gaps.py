@@ -21,7 +21,7 @@ from ._fixtures import drive_fixture, relation_fixture  # noqa: F401
 pytestmark = pytest.mark.readstream_requires("stream-api")
 
 
-@pytest.mark.readstream_invariant("reads", "MUST")
+@pytest.mark.readstream_invariant("reads", "MUST", kind="contract")
 @pytest.mark.parametrize(("first", "last_exclusive"), [(3, 3), (7, 3)], ids=["empty", "inverted"])
 def test_an_empty_block_range_returns_nothing(
     drive: Any, relation: Any, first: int, last_exclusive: int
@@ -40,7 +40,7 @@ def test_an_empty_block_range_returns_nothing(
     d.end()
 
 
-@pytest.mark.readstream_invariant("adaptivity", "SHOULD")
+@pytest.mark.readstream_invariant("adaptivity", "SHOULD", kind="implementation")
 @pytest.mark.readstream_requires("introspection")
 @pytest.mark.parametrize("readstream_settings", [{"io_method": m} for m in ("sync", "worker")], indirect=True)
 def test_cached_blocks_after_a_miss_take_the_fast_path_again(
@@ -66,7 +66,7 @@ def test_cached_blocks_after_a_miss_take_the_fast_path_again(
     d.end()
 
 
-@pytest.mark.readstream_invariant("pins", "MUST")
+@pytest.mark.readstream_invariant("pins", "MUST", kind="contract")
 @pytest.mark.parametrize("readstream_settings", [{}, {"io_method": "sync"}], indirect=True)
 @pytest.mark.parametrize("order", ["sequential", "scattered"])
 def test_a_stream_without_a_spare_pin_still_returns_every_block_one_pin_at_a_time(
