@@ -47,6 +47,7 @@ from ..postgres.builds.pgbuild import (
     _read_manifest,
     _run_logged,
     build_cache_dir,
+    build_manifest,
     meson_options,
 )
 from ..postgres.builds.pgtree import _installed_prefix, _StepCounter, build_tree, tree_build_dir, tree_digest
@@ -181,19 +182,15 @@ def _incremental(
             raise _failure("ninja (patched tree, incremental)", log_path)
         installed = _installed_prefix(staging)
         seconds = time.monotonic() - start
-        manifest = {
-            "version": options.version,
-            "cassert": options.cassert,
-            "injection_points": options.injection_points,
-            "meson_options": meson_options(options),
-            "compiler": _find_tools().compiler,
-            "liburing": _find_tools().liburing,
-            "source": str(patched_tree),
-            "base_source": str(base_tree),
-            "how": "incremental",
-            "ninja_steps": steps.count,
-            "seconds": round(seconds, 1),
-        }
+        manifest = build_manifest(
+            options,
+            _find_tools(),
+            patched_tree,
+            seconds,
+            base_source=str(base_tree),
+            how="incremental",
+            ninja_steps=steps.count,
+        )
         (installed / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         make_readable(installed)
         if prefix.exists():

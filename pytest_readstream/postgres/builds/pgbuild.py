@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from .._filelock import exclusive_lock
 from ..errors import PgNotAvailable
@@ -263,6 +263,24 @@ class PgBuild:
         return f"PostgreSQL {self.options.version} built from source ({', '.join(flags)}) in {self.prefix}"
 
 
+def build_manifest(
+    options: BuildOptions, tools: _Tools, source: Path, seconds: float, **extra: Any
+) -> dict[str, Any]:
+    """What an install's ``_MANIFEST`` records: the options and tools its key covers, the tree it
+    was built from, ``extra`` (how it was built), and how long it took."""
+    return {
+        "version": options.version,
+        "cassert": options.cassert,
+        "injection_points": options.injection_points,
+        "meson_options": meson_options(options),
+        "compiler": tools.compiler,
+        "liburing": tools.liburing,
+        "source": str(source),
+        **extra,
+        "seconds": round(seconds, 1),
+    }
+
+
 def _read_manifest(prefix: Path, source: Path | None) -> PgBuild | None:
     try:
         data = json.loads((prefix / _MANIFEST).read_text())
@@ -464,16 +482,7 @@ def _build(
                 raise _failure("meson install", log_path)
         installed = staging / prefix.relative_to(prefix.anchor)
         seconds = time.monotonic() - start
-        manifest = {
-            "version": options.version,
-            "cassert": options.cassert,
-            "injection_points": options.injection_points,
-            "meson_options": meson_options(options),
-            "compiler": tools.compiler,
-            "liburing": tools.liburing,
-            "source": str(source),
-            "seconds": round(seconds, 1),
-        }
+        manifest = build_manifest(options, tools, source, seconds)
         (installed / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         make_readable(installed)
         if prefix.exists():

@@ -62,6 +62,7 @@ from .pgbuild import (
     _run_logged,
     _Tools,
     build_cache_dir,
+    build_manifest,
     meson_options,
 )
 from .pgsource import READ_STREAM_C, PgSourceMismatch, source_version
@@ -349,20 +350,16 @@ def _build_in(
                 raise _failure("meson install", log_path)
         installed = _installed_prefix(staging)
         seconds = time.monotonic() - start
-        manifest = {
-            "version": options.version,
-            "cassert": options.cassert,
-            "injection_points": options.injection_points,
-            "meson_options": meson_options(options),
-            "compiler": tools.compiler,
-            "liburing": tools.liburing,
-            "source": str(source),
-            "source_digest": {"kind": digest.kind, "digest": digest.digest},
-            "build_dir": str(build_dir),
-            "how": how,
-            "ninja_steps": steps.count,
-            "seconds": round(seconds, 1),
-        }
+        manifest = build_manifest(
+            options,
+            tools,
+            source,
+            seconds,
+            source_digest={"kind": digest.kind, "digest": digest.digest},
+            build_dir=str(build_dir),
+            how=how,
+            ninja_steps=steps.count,
+        )
         (installed / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         make_readable(installed)
         if prefix.exists():
