@@ -294,8 +294,8 @@ def test_harness_errors_that_differ_only_in_a_temporary_directory_are_one() -> N
     from pytest_readstream.harness_errors import main_harness_error
 
     lines = [
-        "the harness could not build the probe: /tmp/b-1/.src-d_bchlg3/x.h:13: error: unknown type name",
-        "the harness could not build the probe: /tmp/b-1/.src-w56xnxw8/x.h:13: error: unknown type name",
+        "the harness could not build the probe: /var/build/b-1/.src-d_bchlg3/x.h:13: error: unknown type name",
+        "the harness could not build the probe: /var/build/b-1/.src-w56xnxw8/x.h:13: error: unknown type name",
         "the harness could not start the PostgreSQL server: exit 1",
     ]
     assert main_harness_error(lines) == (lines[0], 2, 3)

@@ -30,6 +30,7 @@ The score is killed / (reached - equivalent - not compiled - not judged).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -874,10 +875,8 @@ def run_systematic(
                     _review_unfinished(m.id)
                     bar.step(m, "unfinished", 0.0, False)
                     continue
-                if m is None and since and worker is not None:
-                    pass  # a last control for what this worker judged
-                elif m is None:
-                    return
+                if m is None and not (since and worker is not None):
+                    return  # nothing left, and no judged mutant awaits a last control
                 if worker is None:
                     wtree = mirror_tree(Path(tree), root / "trees" / f"worker-{os.getpid()}-{slot}", original)
                     worker = _Worker(wtree, worker_args, root / f"worker-{slot}.log")
@@ -922,10 +921,10 @@ def run_systematic(
             if cached(m, hashlib.sha256(text.encode()).hexdigest()[:16]) is not None:
                 continue
             mirror_tree(Path(tree), ptree, text)
-            try:
+            # A mutant that does not build is judged "not compiled" by the worker that takes it
+            # (its own build fails again at once); compiling ahead only fills the cache.
+            with contextlib.suppress(CBuildUnavailable, TracedCopyError):
                 build_probe(real_bindir, traced_source=ptree / READ_STREAM_C)
-            except (CBuildUnavailable, TracedCopyError):
-                pass  # the worker's own build says so again, from the cache of nothing: quickly
 
     if report_only:
         # The verdicts in the cache, nothing judged: the others are unfinished.
