@@ -288,6 +288,18 @@ def format_model_benchmark(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _model_relative(path: str) -> str:
+    """A profiled file named from the model's root (``read_stream/pg18.py``): one version's
+    ``pg18.py`` must not be mistaken for another room's file of the same name."""
+    import reference_impl
+
+    root = Path(reference_impl.__file__).parent
+    try:
+        return Path(path).relative_to(root).as_posix()
+    except ValueError:
+        return Path(path).name
+
+
 def profile_model(nblocks: int = 50_000, top: int = 15) -> list[dict[str, Any]]:
     """cProfile of :func:`model_scan`: the ``top`` functions by own time, with their share.
 
@@ -306,7 +318,7 @@ def profile_model(nblocks: int = 50_000, top: int = 15) -> list[dict[str, Any]]:
         share = tottime / total if total else 0.0
         rows.append(
             {
-                "function": f"{Path(path).name}:{line}({func})",
+                "function": f"{_model_relative(path)}:{line}({func})",
                 "calls": ncalls,
                 "calls_per_block": round(ncalls / nblocks, 3),
                 "own_s": round(tottime, 4),

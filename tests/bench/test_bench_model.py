@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 
@@ -51,8 +52,13 @@ def test_both_sides_take_time_and_profile_names_the_model() -> None:
     assert model_scan(1000) > 0 and bare_pin_loop(1000) >= 0
     rows = profile_model(2000, top=5)
     assert len(rows) == 5
+    assert [r["own_s"] for r in rows] == sorted((r["own_s"] for r in rows), reverse=True)
     assert sum(r["own_share"] for r in rows) <= 1.0
-    assert any("bufmgr" in r["function"] or "read_stream" in r["function"] for r in rows)
+    # Which function tops the list is timing; how often each runs is not.
+    every = {r["function"]: r for r in profile_model(2000, top=10_000)}
+    next_buffer = [f for f in every if f.startswith("read_stream/pg18.py:") and f.endswith("(_next_buffer)")]
+    assert len(next_buffer) == 1
+    assert every[next_buffer[0]]["calls_per_block"] >= 1.0
 
 
 def test_cli_profile_prints_the_hot_spots(
@@ -69,7 +75,8 @@ def test_cli_profile_prints_the_hot_spots(
     assert main(["bench", "model", "--profile"]) == 0
     out = capsys.readouterr().out
     assert "goal <= 8 in pure Python" in out and "calls/block" in out
-    assert "start_read_buffers" in out or "_next_buffer" in out
+    # Which six functions are hottest is timing; that six rows of them are printed is not.
+    assert len(re.findall(r"^\S+:\d+\(.*\)\s+[\d.]+\s+[\d.]+%", out, flags=re.M)) == 6
 
 
 def test_opcode_counts_are_exact_and_repeatable() -> None:
