@@ -46,6 +46,7 @@ from ..postgres.builds.pgbuild import (
     _NinjaProgress,
     _read_manifest,
     _run_logged,
+    _Tools,
     build_cache_dir,
     build_manifest,
     meson_options,
@@ -131,8 +132,7 @@ def build_patched(
     with exclusive_lock(cache / f".{base_dir.parent.name}-{base_dir.name}.lock"):
         return _incremental(
             namespace,
-            tools.ninja,
-            tools.meson,
+            tools,
             options,
             base_tree,
             patched_tree,
@@ -145,8 +145,7 @@ def build_patched(
 
 def _incremental(
     namespace: list[str],
-    ninja: str,
-    meson: list[str],
+    tools: _Tools,
     options: BuildOptions,
     base_tree: Path,
     patched_tree: Path,
@@ -170,8 +169,8 @@ def _incremental(
                 "set -e",
                 f"mount --bind {shlex.quote(str(patched_tree))} {shlex.quote(str(base_tree))}",
                 f"mount --bind {shlex.quote(str(build_copy))} {shlex.quote(str(base_dir))}",
-                f"{shlex.quote(ninja)} -C {shlex.quote(str(base_dir))} -j {jobs}",
-                f"{shlex.join(meson)} install -C {shlex.quote(str(base_dir))} --quiet --no-rebuild "
+                f"{shlex.quote(tools.ninja)} -C {shlex.quote(str(base_dir))} -j {jobs}",
+                f"{shlex.join(tools.meson)} install -C {shlex.quote(str(base_dir))} --quiet --no-rebuild "
                 f"--destdir={shlex.quote(str(staging))}",
             ]
         )
@@ -184,7 +183,7 @@ def _incremental(
         seconds = time.monotonic() - start
         manifest = build_manifest(
             options,
-            _find_tools(),
+            tools,
             patched_tree,
             seconds,
             base_source=str(base_tree),
