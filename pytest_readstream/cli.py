@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -1138,6 +1139,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"readstream {cmd}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # A bug of this tool is an error, never a verdict: Python's own exit status for it, 1,
+        # is what `check` and `review` say for "does not conform" and "changes".
+        if os.environ.get("READSTREAM_TRACEBACK"):
+            traceback.print_exc()
+        first = (str(exc).splitlines() or [""])[0]
+        print(
+            f"readstream {cmd}: internal error (a bug of pytest-readstream, not a verdict): "
+            f"{type(exc).__name__}: {first}; READSTREAM_TRACEBACK=1 prints the traceback",
+            file=sys.stderr,
+        )
+        return 2
 
 
 if __name__ == "__main__":

@@ -296,3 +296,39 @@ def test_cli_refuses_systematic_without_postgres(capsys: pytest.CaptureFixture[s
     assert "--systematic needs --impl postgres" in err and "Traceback" not in err
     assert main(["mutants", "--sample", "3"]) == 2
     assert "--sample, --no-cache, --time-limit and --report-only need --systematic" in capsys.readouterr().err
+
+
+def test_a_mutants_tests_go_first_by_kills_at_its_statement_then_its_function() -> None:
+    from pytest_readstream.postgres.builds.systematic import SystematicMutant
+    from pytest_readstream.postgres.builds.systematic_run import _KillTally
+
+    def mutant(function: str, statement: tuple[int, int]) -> SystematicMutant:
+        return SystematicMutant(function, 1, 1, "ROR", "<", "<=", statement[0], statement[0] + 1, statement)
+
+    advice, other_in_f, elsewhere = mutant("f", (10, 20)), mutant("f", (30, 40)), mutant("g", (50, 60))
+    tally = _KillTally()
+    for _ in range(5):
+        tally.add(elsewhere, ["t_common"])
+    tally.add(other_in_f, ["t_function"])
+    tally.add(advice, ["t_advice"])
+    tests = ["t_advice", "t_common", "t_function", "t_never"]
+    assert sorted(tests, key=tally.ranking(mutant("f", (10, 20)))) == [
+        "t_advice",
+        "t_function",
+        "t_common",
+        "t_never",
+    ]
+    # Another statement of f: f's killers first (a tie, kept in the given order), then the rest.
+    assert sorted(tests, key=tally.ranking(mutant("f", (70, 80)))) == [
+        "t_advice",
+        "t_function",
+        "t_common",
+        "t_never",
+    ]
+    assert sorted(tests, key=tally.ranking(mutant("g", (90, 100)))) == [
+        "t_common",
+        "t_advice",
+        "t_function",
+        "t_never",
+    ]
+    assert sorted(tests, key=tally.ranking(None)) == ["t_common", "t_advice", "t_function", "t_never"]

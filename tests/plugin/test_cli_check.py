@@ -300,3 +300,23 @@ def test_harness_errors_that_differ_only_in_a_temporary_directory_are_one() -> N
     ]
     assert main_harness_error(lines) == (lines[0], 2, 3)
     assert main_harness_error([None, ""]) is None
+
+
+def test_a_bug_of_the_tool_is_an_error_not_a_verdict(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """An uncaught exception would leave Python with exit status 1, which `check` and `review`
+    use for "does not conform" and "changes" (the CI recipe accepts 1 as a review that found
+    changes): it is one line and exit 2 instead, the traceback on request."""
+    import pytest_readstream.cli as cli
+
+    def broken(_args: list[str]) -> int:
+        raise IsADirectoryError(21, "Is a directory", "branch/.git")
+
+    monkeypatch.setitem(cli.COMMANDS, "review", broken)
+    monkeypatch.delenv("READSTREAM_TRACEBACK", raising=False)
+    assert main(["review"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert err[0].startswith("readstream review: internal error") and "IsADirectoryError" in err[0]
+    monkeypatch.setenv("READSTREAM_TRACEBACK", "1")
+    assert main(["review"]) == 2
+    assert "Traceback (most recent call last)" in capsys.readouterr().err

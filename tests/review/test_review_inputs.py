@@ -190,3 +190,25 @@ def test_a_patched_tree_is_reviewed_through_a_copy_of_the_base(tmp_path: Path) -
     assert plan.touched == (STREAM,) and plan.mode == "traced"
     assert (tree / STREAM).read_text() == (patched / STREAM).read_text()
     assert (tree / "meson.build").stat().st_mtime_ns == (base / "meson.build").stat().st_mtime_ns
+
+
+def test_a_branch_checkout_against_a_worktree_of_its_base(tmp_path: Path) -> None:
+    """As the CI recipe has them: the branch a checkout (``.git`` a directory), the base a
+    ``git worktree`` of it (``.git`` a file). Neither ``.git`` is part of the tree: before, the
+    base's ``.git`` file counted as a touched file and copying it from the branch was a
+    traceback (``IsADirectoryError``)."""
+    from pytest_readstream.review.run import prepare
+
+    git = ["git", "-c", "user.email=r@example.org", "-c", "user.name=r"]
+    branch = fake_tree(tmp_path / "branch")
+    subprocess.run([*git, "init", "-q", "-b", "master", str(branch)], check=True)
+    subprocess.run([*git, "-C", str(branch), "add", "-A"], check=True)
+    subprocess.run([*git, "-C", str(branch), "commit", "-qm", "base"], check=True)
+    subprocess.run(
+        [*git, "-C", str(branch), "worktree", "add", "-q", str(tmp_path / "base"), "-b", "b"], check=True
+    )
+    (branch / STREAM).write_text((branch / STREAM).read_text().replace("distance = 0", "distance = 3"))
+    assert (tmp_path / "base" / ".git").is_file() and (branch / ".git").is_dir()
+    tree, plan = prepare(check_inputs(str(tmp_path / "base"), None, str(branch)), cache=tmp_path / "cache")
+    assert plan.touched == (STREAM,) and plan.mode == "traced"
+    assert not (tree / ".git").exists()

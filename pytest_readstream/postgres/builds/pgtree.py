@@ -183,7 +183,8 @@ def _file_digest(path: Path) -> bytes:
 
 def _meson_inputs(tree: Path) -> list[Path]:
     """The files of ``tree`` a meson build reads, sorted (see the module docstring)."""
-    out = [p for p in tree.iterdir() if p.is_file() and not p.is_symlink()]
+    # A git worktree's ``.git`` is a file (the path of its repository), git's and not the tree's.
+    out = [p for p in tree.iterdir() if p.is_file() and not p.is_symlink() and p.name != ".git"]
     for top in _DIGEST_DIRS:
         base = tree / top
         if not base.is_dir():
