@@ -322,6 +322,12 @@ def _io_line(totals: dict[str, Any]) -> str:
     return f"I/O figures from {totals['tests_reporting']} test(s): " + ("; ".join(parts) or "none numeric")
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -331,6 +337,8 @@ def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
+        # mkstemp's file is private (0600); a report is read like any file the user writes.
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:

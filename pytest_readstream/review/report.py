@@ -339,7 +339,11 @@ def _lines(report: dict[str, Any], md: bool) -> list[str]:
         out.append(f"{bullet}{'; '.join(report['conclusion_reasons'])}")
     out.append(
         f"{bullet}base {code(report['base']['tree'])} (PostgreSQL {report['base']['version']}); "
-        f"patch {code(report.get('patch') or report.get('patched_tree_given') or '?')}"
+        + (
+            f"patch {code(report['patch'])}"
+            if report.get("patch")
+            else f"patched tree {code(report.get('patched_tree_given') or '?')}"
+        )
     )
     out.append(f"{bullet}plan: {plan.get('mode')}: {plan.get('reason')}")
     build = report.get("build") or {}

@@ -278,7 +278,8 @@ def run_review(
     from .report import build_report
 
     clock = _Clock(progress or (lambda _m: None), started)
-    clock.say(f"base {inputs.base} (PostgreSQL {inputs.version}); patch {inputs.patch or inputs.patched}")
+    given = f"patch {inputs.patch}" if inputs.patch else f"patched tree {inputs.patched}"
+    clock.say(f"base {inputs.base} (PostgreSQL {inputs.version}); {given}")
     # The patch is applied before anything is said (a patch that does not apply is one line).
     tree, plan = prepared if prepared is not None else prepare(inputs)
     clock.say(f"patched copy {tree}: {len(plan.touched)} files touched; {plan.reason}")

@@ -180,6 +180,22 @@ def test_atomic_write_keeps_the_old_file_on_error(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
+def test_an_atomic_write_is_readable_as_any_file_the_user_writes(tmp_path: Path) -> None:
+    """mkstemp makes the temporary file 0600: the report kept it (a CI artifact only its owner
+    could read), where a plain write gives 0666 less the umask."""
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        write_json_atomically(tmp_path / "r.json", {"version": 1})
+        (tmp_path / "plain.json").write_text("{}")
+    finally:
+        os.umask(mask)
+    mode = stat.S_IMODE((tmp_path / "r.json").stat().st_mode)
+    assert mode == stat.S_IMODE((tmp_path / "plain.json").stat().st_mode) == 0o644
+
+
 def test_unwritable_report_path_is_reported(pytester: pytest.Pytester) -> None:
     # A path that is unwritable at start is a usage error (test_plugin_errors); this one becomes
     # unwritable only during the run, so the failure shows at the end, after the outcomes.
