@@ -332,3 +332,34 @@ def test_each_version_is_driven_with_its_own_fields(
         d.end()
     finally:
         impl.close()
+
+
+def test_the_extension_files_are_written_safely_from_many_threads(tmp_path: Path) -> None:
+    """A systematic run builds one mutant's probe from two threads at once; with a temporary
+    name shared by the threads of a process, one thread's rename took the other's file away
+    (FileNotFoundError in chmod) and stopped the run."""
+    import threading
+
+    from pytest_readstream.postgres.builds.probe_build import _write_extension_files
+
+    texts = {"rsprobe.control": "comment = 'x'\n", "rsprobe--1.0.sql": "SELECT 1;\n" * 2000}
+    errors: list[BaseException] = []
+    for round_ in range(30):
+        ext_dir = tmp_path / f"r{round_}"
+        barrier = threading.Barrier(8)
+
+        def write(ext_dir: Path = ext_dir, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            try:
+                _write_extension_files(ext_dir, texts)
+            except BaseException as err:  # collected for the assertion below
+                errors.append(err)
+
+        threads = [threading.Thread(target=write) for _ in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert sorted(p.name for p in ext_dir.iterdir()) == sorted(texts)
+        assert all((ext_dir / n).read_text() == t for n, t in texts.items())
+    assert not errors, errors[:3]

@@ -27,6 +27,7 @@ the probe is compiled with ``-DRSPROBE_HAVE_PAUSE`` and drives them
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,20 @@ def _extension_texts() -> dict[str, str]:
     return {name: package_text("builds/probe", name) for name in _EXTENSION_FILES}
 
 
+def _write_extension_files(ext_dir: Path, texts: dict[str, str]) -> None:
+    """The probe's control file and SQL script beside its shared object, each replaced atomically."""
+    ext_dir.mkdir(mode=0o755, exist_ok=True)
+    for name, text in texts.items():
+        target = ext_dir / name
+        if not target.is_file() or target.read_text() != text:
+            # Unique per thread too: a systematic run builds the same probe from two threads
+            # (a worker and the thread that compiles ahead), and a shared name lost the race.
+            tmp = ext_dir / f".{name}.{os.getpid()}.{threading.get_ident()}"
+            tmp.write_text(text)
+            tmp.chmod(0o644)
+            os.replace(tmp, target)
+
+
 def build_probe(
     bindir: str | os.PathLike[str], *, traced_source: Path | None = None, mutant: str | None = None
 ) -> ProbeInstall:
@@ -136,15 +151,7 @@ def build_probe(
     # The extension files go into the cache key too: a changed SQL script is a new install.
     so = build_shared_object(PROBE_NAME, {**sources, **_extension_texts()}, headers=headers, defines=defines)
     directory = so.parent
-    ext_dir = directory / "extension"
-    ext_dir.mkdir(mode=0o755, exist_ok=True)
-    for name, text in _extension_texts().items():
-        target = ext_dir / name
-        if not target.is_file() or target.read_text() != text:
-            tmp = ext_dir / f".{name}.{os.getpid()}"
-            tmp.write_text(text)
-            tmp.chmod(0o644)
-            os.replace(tmp, target)
+    _write_extension_files(directory / "extension", _extension_texts())
     return ProbeInstall(
         directory, headers.version, traced_source is not None, mutant, pause_why is None, pause_why
     )

@@ -912,6 +912,15 @@ def run_systematic(
                 try:
                     if m is not None and judge_one(m, worker, full):
                         since.append(m)
+                except Exception as err:
+                    # A fault of the harness, not of the mutant: no verdict, said as one (and
+                    # not cached), and the worker goes on with the next mutant.
+                    assert m is not None
+                    note = f"harness error: {type(err).__name__}: {err}".splitlines()[0][:300]
+                    emit(f"{m.id}: not judged ({note})")
+                    entry = {"status": "not judged", "note": note, "seconds": 0.0}
+                    verdicts[m.id] = entry
+                    _finish(m, entry, cached_hit=False)
                 finally:
                     if m is not None and not full:
                         with queue_lock:
@@ -981,7 +990,8 @@ def run_systematic(
     builder.join()
 
     for m in mutants:
-        v = verdicts[m.id]
+        # A mutant its worker never came back from (the thread itself failed) has no verdict.
+        v = verdicts.setdefault(m.id, {"status": "not judged", "note": "its worker stopped", "seconds": 0.0})
         if v["status"] == "killed" and m.id in equivalents:
             v["review_error"] = "listed as equivalent, but killed: the review is wrong"
     stale = sorted(set(equivalents) - {m.id for m in generated})
