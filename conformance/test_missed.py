@@ -130,6 +130,34 @@ def test_read_stream_c_special_cases(readstream_impl: Any, edge: str) -> None:
         d.close()
 
 
+@pytest.mark.readstream_invariant("pins", "MUST", kind="contract")
+@pytest.mark.parametrize("then", ["cached-rescan", "cold-rescan"])
+def test_a_stream_that_ends_in_the_fast_path_serves_a_rescan(readstream_impl: Any, then: str) -> None:
+    """Class 3. An all-cached stream reaches its end inside the fast path, which clears its one
+    queue entry and moves the oldest buffer index there (``read_stream_next_buffer``'s "No more
+    blocks, end of stream"); after ``read_stream_reset`` the same stream serves a second pass,
+    cached again or cold. Every block once, in order, no pin left. Kills
+    ``read_stream_next_buffer:875:4:SDL`` (the queue's oldest index left behind: the second
+    pass returns a stale queue entry). Clearing the entry itself (``:877:4:SDL``) survives it:
+    the reset's drain never looks at that slot again."""
+    second = list(range(20)) if then == "cached-rescan" else list(range(40, 60))
+    scenario = fit_scenario(
+        Scenario(
+            settings={"io_method": "sync"}, relation_blocks=64, blocks=list(range(20)), cached=list(range(20))
+        ),
+        readstream_impl,
+    )
+    d = scenario.start(readstream_impl)
+    try:
+        assert d.consume() == list(range(20))
+        d.reset()
+        d.add_blocks(second)
+        assert d.consume() == second
+        d.end()
+    finally:
+        d.close()
+
+
 # ------------------------------------------------------------------------------ class 4: flags
 _ADVICE_BLOCKS = [0, 1, 2, 30, 31, 32, 33, 9, 60, 61, 90, 91, 92, 93, 94, 95, 40, 41, 120, 7]
 
@@ -175,6 +203,67 @@ def test_read_ahead_advice_of_each_start_is_the_models(
     assert got == want, "(first block, blocks, advice) of each start differ from the model's"
     if io_method == "sync" and flags == 0:
         assert any(advice for _b, _n, advice in got), "no start carried read-ahead advice"
+
+
+# Starts of streams over cached runs and jumps: the fast path's own start (it carries the advice
+# flag on every block it pins), a sequential continuation after a jump, a jump with one buffer
+# pinned. The scattered cold blocks above reach none of them.
+_ADVICE_SHAPES = {
+    "fast-path-then-miss": ([*range(48)], [*range(30)], 16),
+    "jumps-then-a-run": ([0, 40, 80, 81, 82, 83, 120, *range(5, 13), 100], [], 2),
+    "cached-islands": ([*range(96)], [*range(10, 20), *range(40, 60)], 4),
+}
+
+
+@pytest.mark.readstream_invariant("reads", "SHOULD", kind="implementation")
+@pytest.mark.parametrize("eic", [4, 1, 0], ids=["eic4", "eic1", "eic0"])
+@pytest.mark.parametrize("flags", [0, READ_STREAM_FULL], ids=["default", "full"])
+@pytest.mark.parametrize("shape", list(_ADVICE_SHAPES))
+def test_read_ahead_advice_over_cached_runs_and_jumps_is_the_models(
+    readstream_impl: Any, shape: str, flags: int, eic: int
+) -> None:
+    """Class 4, the branches of the advice the test above does not reach (found by the
+    systematic mutants of 18.6's ``read_stream.c``, which survived it): the fast path sets
+    ``READ_BUFFERS_ISSUE_ADVICE`` on each block it pins when advice is enabled, and a fast-path
+    miss moves ``seq_blocknum`` past its block (``read_stream_next_buffer``); a start that
+    continues a region begun by a jump carries the advice until the reads catch up, and a jump
+    carries it when a buffer is already pinned (``read_stream_start_pending_read``). Under
+    ``io_method=sync``, compared start by start with the reference model. Kills
+    ``read_stream_next_buffer:841:5:SDL`` (no advice in the fast path),
+    ``read_stream_next_buffer:869:4:SDL`` (``seq_blocknum`` not moved after a fast-path miss)
+    and ``read_stream_start_pending_read:289:5:SDL`` (no advice on a continuation); under
+    ``effective_io_concurrency`` 1 and 0 (advice is enabled only when ``max_ios > 0``, before 0
+    is bumped to 1), ``read_stream_begin_impl:681:11`` and ``:681:13``."""
+    from pytest_readstream.reference import ReferenceImplementation
+
+    blocks, cached, icl = _ADVICE_SHAPES[shape]
+    scenario = fit_scenario(
+        Scenario(
+            settings={"io_method": "sync", "effective_io_concurrency": eic, "io_combine_limit": icl},
+            relation_blocks=128,
+            blocks=blocks,
+            cached=cached,
+            flags=flags,
+        ),
+        readstream_impl,
+    )
+
+    def starts(impl: Any) -> list[tuple[int, int, bool]]:
+        d = scenario.start(impl)
+        try:
+            assert d.consume() == blocks
+            seen = d.observer.starts
+            if any(s.flags is None for s in seen):
+                pytest.skip("this implementation's observation does not report the flags of each start")
+            return [(s.blocknum, s.accepted, bool((s.flags or 0) & READ_BUFFERS_ISSUE_ADVICE)) for s in seen]
+        finally:
+            d.close()
+
+    want = starts(ReferenceImplementation())
+    assert any(advice for _b, _n, advice in want) == (eic > 0)
+    assert starts(readstream_impl) == want, (
+        "(first block, blocks, advice) of each start differ from the model's"
+    )
 
 
 # ------------------------------------------------------------------------------ class 5: look-ahead
