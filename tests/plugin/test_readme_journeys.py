@@ -83,12 +83,17 @@ def test_review_journey_runs_as_printed(tmp_path: Path) -> None:
     src = _source_tree()
     stream = src / "src/backend/storage/aio/read_stream.c"
     text = stream.read_text()
-    line = next(i for i, ln in enumerate(text.splitlines()) if ln.startswith("/*"))
-    old = text.splitlines()[line]
-    # A comment-only change: the review decides there is nothing to build or run.
+    lines = text.splitlines()
+    line = next(i for i, ln in enumerate(lines) if ln.startswith("/*"))
+    # A comment-only change: the review decides there is nothing to build or run. The new
+    # comment goes before the file's first comment (inside it, its "*/" would end that comment
+    # early), with the context a diff gives: none before line 1, one line otherwise.
+    before = [f" {lines[line - 1]}"] if line else []
+    hunk = [*before, "+/* a reviewer's note */", f" {lines[line]}"]
+    start = line if line else 1
     patch = (
         "--- a/src/backend/storage/aio/read_stream.c\n+++ b/src/backend/storage/aio/read_stream.c\n"
-        f"@@ -{line + 1},1 +{line + 1},2 @@\n {old}\n+/* a reviewer's note */\n"
+        f"@@ -{start},{len(hunk) - 1} +{start},{len(hunk)} @@\n" + "\n".join(hunk) + "\n"
     )
     (tmp_path / "my-change.patch").write_text(patch)
     out = _run(journeys()["review"], tmp_path, SRC=str(src))
