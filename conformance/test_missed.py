@@ -162,6 +162,20 @@ def test_a_stream_that_ends_in_the_fast_path_serves_a_rescan(readstream_impl: An
 _ADVICE_BLOCKS = [0, 1, 2, 30, 31, 32, 33, 9, 60, 61, 90, 91, 92, 93, 94, 95, 40, 41, 120, 7]
 
 
+def _advice_of_each_start(scenario: Scenario, impl: Any) -> list[tuple[int, int, bool]]:
+    """(first block, blocks accepted, advice flag) of each ``StartReadBuffers`` of ``scenario``'s
+    stream, consumed whole, with ``impl``; skips where the observation reports no flags."""
+    d = scenario.start(impl)
+    try:
+        assert d.consume() == scenario.blocks
+        seen = d.observer.starts
+        if any(s.flags is None for s in seen):
+            pytest.skip("this implementation's observation does not report the flags of each start")
+        return [(s.blocknum, s.accepted, bool((s.flags or 0) & READ_BUFFERS_ISSUE_ADVICE)) for s in seen]
+    finally:
+        d.close()
+
+
 @pytest.mark.readstream_invariant("reads", "SHOULD", kind="implementation")
 @pytest.mark.parametrize(
     "flags", [0, READ_STREAM_SEQUENTIAL, READ_STREAM_FULL], ids=["default", "sequential", "full"]
@@ -187,19 +201,8 @@ def test_read_ahead_advice_of_each_start_is_the_models(
         readstream_impl,
     )
 
-    def starts(impl: Any) -> list[tuple[int, int, bool]]:
-        d = scenario.start(impl)
-        try:
-            assert d.consume() == _ADVICE_BLOCKS
-            seen = d.observer.starts
-            if any(s.flags is None for s in seen):
-                pytest.skip("this implementation's observation does not report the flags of each start")
-            return [(s.blocknum, s.accepted, bool((s.flags or 0) & READ_BUFFERS_ISSUE_ADVICE)) for s in seen]
-        finally:
-            d.close()
-
-    got = starts(readstream_impl)
-    want = starts(ReferenceImplementation())
+    got = _advice_of_each_start(scenario, readstream_impl)
+    want = _advice_of_each_start(scenario, ReferenceImplementation())
     assert got == want, "(first block, blocks, advice) of each start differ from the model's"
     if io_method == "sync" and flags == 0:
         assert any(advice for _b, _n, advice in got), "no start carried read-ahead advice"
@@ -248,20 +251,9 @@ def test_read_ahead_advice_over_cached_runs_and_jumps_is_the_models(
         readstream_impl,
     )
 
-    def starts(impl: Any) -> list[tuple[int, int, bool]]:
-        d = scenario.start(impl)
-        try:
-            assert d.consume() == blocks
-            seen = d.observer.starts
-            if any(s.flags is None for s in seen):
-                pytest.skip("this implementation's observation does not report the flags of each start")
-            return [(s.blocknum, s.accepted, bool((s.flags or 0) & READ_BUFFERS_ISSUE_ADVICE)) for s in seen]
-        finally:
-            d.close()
-
-    want = starts(ReferenceImplementation())
+    want = _advice_of_each_start(scenario, ReferenceImplementation())
     assert any(advice for _b, _n, advice in want) == (eic > 0)
-    assert starts(readstream_impl) == want, (
+    assert _advice_of_each_start(scenario, readstream_impl) == want, (
         "(first block, blocks, advice) of each start differ from the model's"
     )
 
