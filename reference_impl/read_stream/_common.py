@@ -19,6 +19,7 @@ because ``self.stats`` holds the model's own statistics (:class:`ReadStreamStats
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,7 +112,7 @@ class ReadStreamStats:
         return d
 
 
-class ReadStreamBase:
+class ReadStreamBase(ABC):
     """What every version's ``ReadStream`` shares; a version's class writes out the rest.
 
     ``backend`` is the harness's buffer manager (a :class:`~reference_impl.buffers.bufmgr.Backend`).
@@ -205,25 +206,25 @@ class ReadStreamBase:
             self.next_buffer = self._next_buffer  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ the version's functions
-    def _begin_impl(self) -> None:  # pragma: no cover - every version has its own
+    @abstractmethod
+    def _begin_impl(self) -> None:  # every version has its own
         """``read_stream_begin_impl``."""
-        raise NotImplementedError
 
-    def _start_pending_read(self) -> bool:  # pragma: no cover - every version has its own
+    @abstractmethod
+    def _start_pending_read(self) -> bool:  # every version has its own
         """``read_stream_start_pending_read``."""
-        raise NotImplementedError
 
-    def _next_buffer(self) -> int:  # pragma: no cover - every version has its own
+    @abstractmethod
+    def _next_buffer(self) -> int:  # every version has its own
         """``read_stream_next_buffer``."""
-        raise NotImplementedError
 
-    def reset(self) -> None:  # pragma: no cover - every version has its own
+    @abstractmethod
+    def reset(self) -> None:  # every version has its own
         """``read_stream_reset``."""
-        raise NotImplementedError
 
-    def _clamp_distances(self) -> None:  # pragma: no cover - every version has its own
+    @abstractmethod
+    def _clamp_distances(self) -> None:  # every version has its own
         """The proposed ``read_stream_set_strategy``'s clamp of the version's distances."""
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ helpers of the model
     def _note_distance(self) -> None:
