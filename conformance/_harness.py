@@ -518,6 +518,16 @@ class BlockSource:
 
 
 # ------------------------------------------------------------------------------ the consumer
+class _ForcedPinLimit:
+    """``GetAdditionalPinLimit()`` as :meth:`StreamDriver.force_additional_pin_limit` chose it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __call__(self) -> int:
+        return self.limit
+
+
 class StreamDriver:
     """The consumer of one stream: every call is followed by a check of every visible invariant.
 
@@ -869,9 +879,12 @@ class StreamDriver:
             force(limit)
         elif callable(asks):
             # The buffer manager's answer changes; a stream that does not ask it (it computes its
-            # own budget) keeps doing so, and is judged against the chosen answer.
-            if getattr(asks, "__self__", None) is self.backend:
-                self.stream._additional_pin_limit = lambda: limit
+            # own budget) keeps doing so, and is judged against the chosen answer. A second force
+            # replaces the first: the stream then asks the answer this driver put there.
+            if isinstance(asks, _ForcedPinLimit):
+                asks.limit = limit
+            elif getattr(asks, "__self__", None) is self.backend:
+                self.stream._additional_pin_limit = _ForcedPinLimit(limit)
         else:
             pytest.skip("this implementation's stream offers no way to choose GetAdditionalPinLimit()")
         self.observer.forced_additional = limit

@@ -69,6 +69,28 @@ def test_violation_message_carries_pasteable_steps() -> None:
     assert "# block 0 returned" in text
 
 
+def test_a_second_forced_pin_limit_replaces_the_first() -> None:
+    """The stream asks the last answer chosen: the driver once kept the first forced answer
+    (3) while judging the stream by the second (0), so the reference itself failed the state
+    machine (hypothesis found these steps, seed 1998470984)."""
+    d = Scenario(
+        settings={"io_combine_limit": 2, "io_max_combine_limit": 2, "effective_io_concurrency": 0},
+        relation_blocks=6,
+        blocks=[5, 0, 1],
+    ).start(ReferenceImplementation())
+    d.evict()
+    d.force_additional_pin_limit(3)
+    d.force_additional_pin_limit(0)
+    d.next()
+    assert d.returned == [5]
+    # With nothing pinned and no pin to spare, the stream reads one block at a time.
+    assert [(e.blocknum, e.requested) for e in d.observer.starts] == [(5, 1), (0, 1)]
+    d.force_additional_pin_limit(3)
+    assert d.consume() == [0, 1]
+    d.end()
+    assert [e.additional_limit for e in d.observer.starts] == [0, 0, 3]
+
+
 @pytest.mark.parametrize(
     ("mutant", "scenario", "message"),
     [
