@@ -173,6 +173,30 @@ class _UngetBlockLost(_Base):
         return None
 
 
+class _ResetKeepsPutBackBlock(_Base):
+    def reset(self) -> None:
+        kept = self.buffered_blocknum
+        super().reset()
+        # read_stream_reset without "Forget buffered block number": the block the look-ahead put
+        # back is the first one after the reset. (The model's own record of what the callback
+        # produced keeps it too, so that the suite, not a self-check, has to see it.)
+        self.buffered_blocknum = kept
+        if kept != InvalidBlockNumber and self.debug:
+            self._produced.appendleft(kept)
+
+
+class _ForwardedLeftOutOfBudget(_Base):
+    def _start_pending_read(self) -> bool:
+        # read_stream_start_pending_read without "buffer_limit += stream->forwarded_buffers": the
+        # buffers a split read forwarded, already pinned, are not added to the budget.
+        real = self._additional_pin_limit
+        self._additional_pin_limit = lambda: real() - self.forwarded_buffers
+        try:
+            return super()._start_pending_read()
+        finally:
+            self._additional_pin_limit = real
+
+
 class _UngetBlockDuplicated(_Base):
     _dup_pending = False
 
@@ -616,6 +640,26 @@ MUTANTS: dict[str, Callable[..., MutantImplementation]] = {
         buffered block without clearing it the first time (``read_stream.md`` §9.6: each
         produced block is returned once).""",
         _UngetBlockDuplicated,
+    ),
+    "reset-keeps-put-back-block": _mutant(
+        "reset-keeps-put-back-block",
+        """``read_stream_reset`` does not forget the block the look-ahead put back
+        (``read_stream_unget_block`` at a full I/O slot or a short pin budget): after a rescan
+        the stream returns that block, which the callback produced before the reset, in place of
+        the callback's next one. The Python twin of the systematic C mutant
+        ``read_stream_reset:1084:2:SDL`` of 18.6, which survived the suite before
+        ``test_starts.py``.""",
+        _ResetKeepsPutBackBlock,
+    ),
+    "forwarded-left-out-of-budget": _mutant(
+        "forwarded-left-out-of-budget",
+        """``read_stream_start_pending_read`` leaves the forwarded buffers out of the pin budget
+        (``buffer_limit += stream->forwarded_buffers`` is lost): after a read split at a cached
+        block, a binding ``GetAdditionalPinLimit()`` makes the stream wait for its pins to go
+        before it starts the read of a buffer it already holds. The Python twin of the
+        systematic C mutant ``read_stream_start_pending_read:319:2:SDL`` of 18.6, which survived
+        the suite before ``test_starts.py``.""",
+        _ForwardedLeftOutOfBudget,
     ),
     "per-buffer-data-misaligned-after-wrap": _mutant(
         "per-buffer-data-misaligned-after-wrap",

@@ -57,6 +57,9 @@ KILLERS: dict[str, str] = {
     "system-sample-hash-order": "test_scan_facts::test_system_repeatable_samples_postgresqls_block_set",
     "vacuum-skip-threshold-exclusive": "test_scan_facts::test_vacuum_skips_runs_of_at_least_32_all_visible_pages",
     "bulkread-ring-in-blocks-not-kb": "test_scan_facts::test_bulkread_ring_has_getaccessstrategys_size",
+    # Twins of systematic C mutants of 18.6 that survived before conformance/test_starts.py.
+    "reset-keeps-put-back-block": "test_starts::test_a_reset_forgets_the_block_the_look_ahead_put_back",
+    "forwarded-left-out-of-budget": "test_starts::test_each_start_and_wait_is_the_models",
     # Issue 26's classes of missed bugs (conformance/test_missed.py).
     "io-combine-limit-read-live": "test_missed::test_a_stream_keeps_the_io_combine_limit_it_began_with",
     "pin-limit-int16-truncated": "test_missed::test_a_pin_budget_beyond_int16_is_capped_not_wrapped",
