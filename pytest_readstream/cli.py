@@ -288,6 +288,11 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
             "Run the suite against every known-bug mutant: the reference model's Python mutants, or "
             "with --impl postgres the C mutants of the server's traced read_stream.c."
         ),
+        epilog=(
+            "exit status with --systematic: 0 every reached mutant killed or equivalent; 1 a mutant "
+            "survived; 2 usage error, or the unmutated copy failed; 3 no survivor so far but some "
+            "mutants unfinished (--time-limit, --report-only): the score is not final"
+        ),
     )
     p.add_argument("--impl", choices=("reference", "postgres"), default="reference", help="whose mutants")
     p.add_argument("--json", help="write the kill matrix to this path")
@@ -434,7 +439,11 @@ def _systematic_mutants(args: argparse.Namespace) -> int:
     if result["reference"]["failed"] or result["reference"]["harness_errors"]:
         print("readstream mutants: ERROR: the unmutated copy failed: no mutant judged", file=sys.stderr)
         return 2
-    return 0 if not result["totals"].get("survived") else 1
+    totals = result["totals"]
+    if totals.get("survived"):
+        return 1
+    # No survivor so far, but mutants without a verdict: incomplete, as readstream check's 3.
+    return 3 if totals.get("unfinished") else 0
 
 
 def _check_c_build_bindir(bindir: str) -> None:

@@ -248,6 +248,21 @@ def test_report_table_per_function_with_survivors_and_reasons() -> None:
     json.dumps(_result())  # what --json writes
 
 
+def test_report_with_unfinished_mutants_says_the_score_is_not_final() -> None:
+    """--report-only or --time-limit: a share of the mutants judged so far is no final score."""
+    from pytest_readstream.postgres.builds.systematic_run import format_systematic, score
+
+    result = _result()
+    result["mutants"]["f:2:1:SDL:x++;->;"]["status"] = "unfinished"
+    result["totals"] = {**result["totals"], "survived": 0, "unfinished": 1}
+    result["score_percent"] = score(result["totals"])
+    text = format_systematic(result)
+    assert (
+        "score (not final: 1 unfinished): 100.0 % of the non-equivalent reached mutants judged so far" in text
+    )
+    assert "score: 66.7 %" in format_systematic(_result())  # a complete run's line is unchanged
+
+
 def test_suite_order_plugin_runs_the_listed_tests_in_order(tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text(
         "import os\nfrom pathlib import Path\n\n"

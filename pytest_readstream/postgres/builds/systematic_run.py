@@ -1055,6 +1055,12 @@ def _report(
 
 
 # ------------------------------------------------------------------------------ the table
+def _not_final(totals: dict[str, int]) -> str:
+    """`` (not final: N unfinished, M not judged)`` where some mutants have no verdict, else ``""``."""
+    parts = [f"{totals[k]} {k}" for k in ("unfinished", "not judged") if totals.get(k)]
+    return f" (not final: {', '.join(parts)})" if totals.get("unfinished") else ""
+
+
 def format_systematic(result: dict[str, Any]) -> str:
     """The terminal report: a table per function and per operator, then every survivor and
     equivalent by function with its reason, then the score and the time."""
@@ -1130,7 +1136,9 @@ def format_systematic(result: dict[str, Any]) -> str:
         f"reference (instrumented unmutated copy): {ref['passed']} passed, {len(ref['failed'])} failed, "
         f"{len(ref['harness_errors'])} harness errors, {ref['seconds']:.0f} s; "
         f"{ref['statements_run']} of {ref['statements']} statements ran",
-        f"score: {'-' if s is None else f'{s:.1f} %'} of the non-equivalent reached mutants killed "
+        # Without a verdict for every mutant the share is of those judged so far, and says so.
+        f"score{_not_final(t)}: {'-' if s is None else f'{s:.1f} %'} of the non-equivalent reached "
+        f"mutants {'judged so far ' if _not_final(t) else ''}killed "
         f"(killed {t.get('killed', 0)} + timeout {t.get('timeout', 0)} of "
         f"{t.get('killed', 0) + t.get('timeout', 0) + t.get('survived', 0)}); "
         f"{result['generated']} generated, {result['selected']} selected",
