@@ -32,18 +32,22 @@ _GAPS = (0, 0, 0, 1, 2, 7, 30)
 _CACHED_SHARE = (0.0, 0.2, 0.5, 0.9)
 
 
+def _runs(rng: random.Random, n: int, runs: tuple[int, ...], gaps: tuple[int, ...]) -> list[int]:
+    """``n`` ascending blocks: runs of a length from ``runs``, each followed by a jump from ``gaps``."""
+    blocks: list[int] = []
+    b = 0
+    while len(blocks) < n:
+        k = rng.choice(runs)
+        blocks += range(b, b + k)
+        b += k + rng.choice(gaps)
+    return blocks[:n]
+
+
 def _case(seed: int) -> tuple[Scenario, int | None, int | None]:
     """The scenario of case ``seed``, the ``GetAdditionalPinLimit()`` it forces (or None) and
     after how many buffers it resets the stream (or None)."""
     rng = random.Random(seed)
-    n = rng.choice([20, 40, 80])
-    blocks: list[int] = []
-    b = 0
-    while len(blocks) < n:
-        k = rng.choice(_RUNS)
-        blocks += range(b, b + k)
-        b += k + rng.choice(_GAPS)
-    blocks = blocks[:n]
+    blocks = _runs(rng, rng.choice([20, 40, 80]), _RUNS, _GAPS)
     share = rng.choice(_CACHED_SHARE)
     cached = sorted({x for x in blocks if rng.random() < share})
     settings = {
@@ -60,6 +64,41 @@ def _case(seed: int) -> tuple[Scenario, int | None, int | None]:
     return scenario, budget, reset_after
 
 
+def _ring_case(seed: int) -> tuple[Scenario, int | None, int | None]:
+    """As :func:`_case`, through a small queue: a ``BULKREAD`` ring of 2 to 16 buffers (or none)
+    sizes it, and the cached blocks come in runs of up to 20, so that the fast path is entered
+    and left, and reaches the stream's end, at every slot of a queue that wraps often."""
+    rng = random.Random(seed)
+    blocks = _runs(rng, rng.choice([30, 60, 120]), (1, 2, 3, 5, 8, 17), (0, 0, 1, 3, 20))
+    share = rng.choice([0.3, 0.6, 0.9])
+    cached: set[int] = set()
+    i = 0
+    while i < len(blocks):
+        if rng.random() < share:
+            length = rng.choice([1, 2, 5, 10, 20])
+            cached.update(blocks[i : i + length])
+            i += length
+        else:
+            i += rng.choice([1, 2, 3])
+    settings = {
+        "io_combine_limit": rng.choice([2, 3, 4, 8]),
+        "effective_io_concurrency": rng.choice([1, 2, 4]),
+        "io_method": "sync",
+    }
+    strategy = rng.choice([None, ("bulkread", rng.choice([2, 3, 4, 6, 8, 16]))])
+    flags = rng.choice([0, READ_STREAM_FULL])
+    reset_after = rng.choice([None, 5, 17, 40])
+    scenario = Scenario(
+        settings=settings,
+        relation_blocks=max(blocks) + 11,
+        blocks=blocks,
+        cached=sorted(cached),
+        flags=flags,
+        strategy=strategy,
+    )
+    return scenario, rng.choice([None, None, 2, 3]), reset_after
+
+
 # The seeds kept, with what each one's stream does that the others' do not (the systematic
 # mutants of 18.6's read_stream.c it tells apart, docs/mutation.md).
 _CASES = {
@@ -73,6 +112,14 @@ _CASES = {
     60: "icl 16, eic 4, budget 4, reset after 3: a pending read exactly the budget's size",
     118: "icl 16, eic 2, full, reset after 7: the look-ahead stops at max_ios with a block in hand",
 }
+_RING_CASES = {
+    2: "icl 3, eic 4, a ring of 8, budget 3, reset at the end: the fast path ends the stream in a wrapped queue",
+    15: "icl 8, eic 1, a ring of 8, full, reset at the end: cached runs, the fast path at the stream's end",
+    87: "icl 8, eic 4, a ring of 16, full, reset at the end: the same with more reads in flight",
+}
+_ALL_CASES = [(_case, seed, why) for seed, why in _CASES.items()] + [
+    (_ring_case, seed, why) for seed, why in _RING_CASES.items()
+]
 
 
 def _starts_and_waits(
@@ -98,8 +145,12 @@ def _starts_and_waits(
 
 
 @pytest.mark.readstream_invariant("reads", "SHOULD", kind="implementation")
-@pytest.mark.parametrize("seed", list(_CASES), ids=[f"seed-{s}" for s in _CASES])
-def test_each_start_and_wait_is_the_models(readstream_impl: Any, seed: int) -> None:
+@pytest.mark.parametrize(
+    ("case", "seed", "why"),
+    _ALL_CASES,
+    ids=[f"{'ring-' if case is _ring_case else ''}seed-{seed}" for case, seed, _why in _ALL_CASES],
+)
+def test_each_start_and_wait_is_the_models(readstream_impl: Any, case: Any, seed: int, why: str) -> None:
     """Every ``StartReadBuffers`` and ``WaitReadBuffers`` of a stream over runs, jumps and cached
     islands, consumed whole (reset once in some cases), at the same consumer call, for the same
     blocks, as the reference model's of the same version. Kills these systematic mutants of
@@ -110,18 +161,20 @@ def test_each_start_and_wait_is_the_models(readstream_impl: Any, seed: int) -> N
     kept), ``read_stream_look_ahead:510:54`` (a pending read of the distance's size starts with
     buffers pinned), ``:513:27`` (a read starts with every I/O slot taken) and
     ``read_stream_reset:1084:2`` (the block put back by the look-ahead outlives a reset and is
-    returned after it, in place of the callback's next block); and the miscounts of forwarded
-    buffers ``read_stream_start_pending_read:392:17`` and ``:393:45``."""
+    returned after it, in place of the callback's next block); the miscounts of forwarded
+    buffers ``read_stream_start_pending_read:392:17`` and ``:393:45``; and, through the small
+    queues of the ring cases, ``read_stream_next_buffer:877:4:SDL`` (the fast path reaches the
+    stream's end without clearing its queue entry, which a reset then releases again)."""
     from pytest_readstream.reference import ReferenceImplementation
 
-    scenario, budget, reset_after = _case(seed)
+    scenario, budget, reset_after = case(seed)
     scenario = fit_scenario(scenario, readstream_impl)
     got = _starts_and_waits(scenario, budget, reset_after, readstream_impl)
     want = _starts_and_waits(scenario, budget, reset_after, ReferenceImplementation())
     assert got[0] == want[0], "the blocks returned differ from the model's"
     assert got[1] == want[1], (
         f"(call, first block, asked, accepted, must wait) of each start differ from the model's "
-        f"({_CASES[seed]}): first difference at start "
+        f"({why}): first difference at start "
         f"{next(i for i, (g, w) in enumerate(zip([*got[1], None], [*want[1], None])) if g != w)}"
     )
     assert got[2] == want[2], "the consumer call of each wait differs from the model's"
