@@ -5,7 +5,8 @@ Subcommands::
     readstream check    [--impl NAME] [-n N] [--json PATH] [-- PYTEST-ARGS...]
     readstream mutants  [--impl reference|postgres] [--json PATH] [-n N] [--only NAME ...] [--seed N] [-k EXPR]
                         [--pg-source DIR | --pg-fetch-source] [--pg-bindir DIR] [--fail-fast]
-                        [--systematic [--sample N] [--seed S] [--no-cache] [--time-limit MIN] [--report-only]]
+                        [--systematic [--sample N] [--seed S] [--no-cache] [--time-limit MIN] [--report-only]
+                                      [--only-file PATH]]
     readstream trace    --scan NAME (--nblocks N | --relation SHAPE) [--setting NAME=VALUE ...]
                         [--device PROFILE] [--cached-fraction F] [--seed S] [--unstreamed]
                         [--json PATH] [--plot FILE.png] [scan parameters such as --limit N]
@@ -338,8 +339,18 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
         action="store_true",
         help="--systematic: judge nothing; report the cached verdicts (the others unfinished)",
     )
+    p.add_argument(
+        "--only-file",
+        metavar="PATH",
+        help="--systematic: run only the mutants whose ids this file lists, one per line "
+        "(blank lines and lines starting with # are skipped; with --only, both)",
+    )
     args = p.parse_args(argv)
     _check_outputs(args)
+    if args.only_file is not None:
+        if not args.systematic:
+            raise CliError("--only-file needs --systematic (--only names the other mutants)")
+        args.only = [*args.only, *_ids_of(args.only_file)]
     if args.fail_fast and args.impl != "postgres":
         raise CliError("--fail-fast needs --impl postgres (the model's mutants run in every mode whole)")
     if args.systematic:
@@ -372,6 +383,18 @@ def _cmd_mutants(argv: Sequence[str]) -> int:
     print(format_kill_matrix(matrix))
     _write_json(args.json, matrix)
     return 0 if matrix["all_killed"] and matrix["reference_clean"] else 1
+
+
+def _ids_of(path: str) -> list[str]:
+    """The mutant ids of an ``--only-file``: one per line, blank and ``#`` lines skipped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"--only-file {path}: cannot read it ({exc.__class__.__name__}: {exc})") from None
+    ids = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not ids:
+        raise CliError(f"--only-file {path}: lists no mutant id (one per line; # starts a comment)")
+    return ids
 
 
 def _systematic_mutants(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -311,6 +312,36 @@ def test_cli_refuses_systematic_without_postgres(capsys: pytest.CaptureFixture[s
     assert "--systematic needs --impl postgres" in err and "Traceback" not in err
     assert main(["mutants", "--sample", "3"]) == 2
     assert "--sample, --no-cache, --time-limit and --report-only need --systematic" in capsys.readouterr().err
+
+
+def test_only_file_lists_the_ids_and_bad_files_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_readstream import cli
+
+    ids = tmp_path / "ids.txt"
+    ids.write_text("# survivors\nf:1:1:ROR:<-><=\n\n  g:2:1:SDL:x++;->;  \n")
+    seen: dict[str, list[str]] = {}
+
+    def systematic(args: Any) -> int:
+        seen["only"] = args.only
+        return 0
+
+    monkeypatch.setattr(cli, "_systematic_mutants", systematic)
+    argv = ["mutants", "--impl", "postgres", "--systematic", "--only", "h:3:1:CRP:1->0"]
+    assert cli.main([*argv, "--only-file", str(ids)]) == 0
+    assert seen["only"] == ["h:3:1:CRP:1->0", "f:1:1:ROR:<-><=", "g:2:1:SDL:x++;->;"]
+    for bad, says in [
+        (tmp_path / "missing.txt", "cannot read it"),
+        (tmp_path / "empty.txt", "lists no mutant id"),
+    ]:
+        if bad.name == "empty.txt":
+            bad.write_text("# nothing\n\n")
+        assert cli.main([*argv, "--only-file", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert f"--only-file {bad}: {says}" in err and "Traceback" not in err and err.count("\n") == 1
+    assert cli.main(["mutants", "--only-file", str(ids)]) == 2
+    assert "--only-file needs --systematic" in capsys.readouterr().err
 
 
 def test_a_mutants_tests_go_first_by_kills_at_its_statement_then_its_function() -> None:
