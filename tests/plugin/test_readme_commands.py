@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 _MODULE = re.compile(r"```python\n# no_lookahead\.py\n(.*?)```\n", re.S)
 _COMMAND = re.compile(
@@ -48,3 +50,24 @@ def test_readme_plug_in_command_runs_as_printed(tmp_path: Path) -> None:
     assert re.search(r"\d+ failed, \d+ passed, \d+ skipped", summary), summary
     must_rows = [line.split() for line in out.stdout.splitlines() if line.split()[1:2] == ["MUST"]]
     assert must_rows and all(row[3:5] == ["0", "0"] for row in must_rows), must_rows  # failed, error
+
+
+def test_readme_counts_the_suite_and_its_mutants_as_they_are(pytester: pytest.Pytester) -> None:
+    """The README's opening counts (tests of the suite, the model's mutants, the C mutants) are
+    the installed suite's, so that they cannot go stale as tests and mutants are added."""
+    from pytest_readstream.mutants import MUTANTS
+    from pytest_readstream.postgres.builds.cmutants import MUTANTS as C_MUTANTS
+
+    text = " ".join(_doc("README.md").split())
+    found = re.search(
+        r"the suite every implementation must pass: (\d+) tests graded MUST, SHOULD or MAY per "
+        r"invariant family, proved by (\d+) known-bug mutants of the model, (\d+) C mutants",
+        text,
+    )
+    assert found, "the README's opening no longer states the suite's counts"
+    tests, mutants, c_mutants = (int(g) for g in found.groups())
+    assert (mutants, c_mutants) == (len(MUTANTS), len(C_MUTANTS))
+    result = pytester.runpytest_inprocess(
+        "--pyargs", "readstream_conformance", "--collect-only", "-q", "-p", "no:cacheprovider"
+    )
+    assert f"{tests} tests collected" in result.stdout.str()
