@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -322,23 +322,18 @@ def _io_line(totals: dict[str, Any]) -> str:
     return f"I/O figures from {totals['tests_reporting']} test(s): " + ("; ".join(parts) or "none numeric")
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # Created as a plain write would be (0666 less the umask), not mkstemp's private 0600: a
+    # report is read like any file the user writes. The random name keeps concurrent writers apart.
+    tmp = str(path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, sort_keys=False)
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
-        # mkstemp's file is private (0600); a report is read like any file the user writes.
-        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:
