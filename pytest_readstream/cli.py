@@ -391,7 +391,7 @@ def _ids_of(path: str) -> list[str]:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"--only-file {path}: cannot read it ({exc.__class__.__name__}: {exc})") from None
-    ids = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    ids = [s for s in (line.strip() for line in text.splitlines()) if s and not s.startswith("#")]
     if not ids:
         raise CliError(f"--only-file {path}: lists no mutant id (one per line; # starts a comment)")
     return ids

@@ -1056,7 +1056,8 @@ def _report(
 
 # ------------------------------------------------------------------------------ the table
 def _not_final(totals: dict[str, int]) -> str:
-    """`` (not final: N unfinished, M not judged)`` where some mutants have no verdict, else ``""``."""
+    """`` (not final: N unfinished[, M not judged])`` when mutants are unfinished, else ``""``
+    (a complete run's "not judged" are harness errors, listed apart, not a pending verdict)."""
     parts = [f"{totals[k]} {k}" for k in ("unfinished", "not judged") if totals.get(k)]
     return f" (not final: {', '.join(parts)})" if totals.get("unfinished") else ""
 
@@ -1131,14 +1132,15 @@ def format_systematic(result: dict[str, Any]) -> str:
     for mid in result["stale_equivalents"]:
         lines.append(f"stale equivalent (no such mutant in this file): {mid}")
     ref = result["reference"]
+    not_final = _not_final(t)
     lines += [
         "",
         f"reference (instrumented unmutated copy): {ref['passed']} passed, {len(ref['failed'])} failed, "
         f"{len(ref['harness_errors'])} harness errors, {ref['seconds']:.0f} s; "
         f"{ref['statements_run']} of {ref['statements']} statements ran",
         # Without a verdict for every mutant the share is of those judged so far, and says so.
-        f"score{_not_final(t)}: {'-' if s is None else f'{s:.1f} %'} of the non-equivalent reached "
-        f"mutants {'judged so far ' if _not_final(t) else ''}killed "
+        f"score{not_final}: {'-' if s is None else f'{s:.1f} %'} of the non-equivalent reached "
+        f"mutants {'judged so far ' if not_final else ''}killed "
         f"(killed {t.get('killed', 0)} + timeout {t.get('timeout', 0)} of "
         f"{t.get('killed', 0) + t.get('timeout', 0) + t.get('survived', 0)}); "
         f"{result['generated']} generated, {result['selected']} selected",
