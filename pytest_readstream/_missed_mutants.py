@@ -26,6 +26,7 @@ __all__ = [
     "OtherTempAccepted",
     "HitDistanceNotDecayed",
     "PinLimitInt16Truncated",
+    "PinLimitSeenOtherwise",
 ]
 
 _INT16 = 1 << 16
@@ -56,22 +57,30 @@ class IoCombineLimitReadLive(_Base):
         self._with_live_limit(lambda: super(IoCombineLimitReadLive, self)._after_wait(op, needed_wait))
 
 
-class PinLimitInt16Truncated(_Base):
-    """Class 2: ``GetAdditionalPinLimit()`` is cast to int16 instead of capped at
-    ``PG_INT16_MAX``: a budget of 65536 + n pins allows n."""
+class PinLimitSeenOtherwise(_Base):
+    """A base of the mutants whose ``read_stream_start_pending_read`` sees another
+    ``GetAdditionalPinLimit()`` than the buffer manager's (or the test's forced) answer:
+    :meth:`_pin_limit_seen` turns the real answer into the one it uses, for that call only."""
+
+    def _pin_limit_seen(self, real: int) -> int:
+        raise NotImplementedError
 
     def _start_pending_read(self) -> bool:
         real = self._additional_pin_limit
-
-        def truncated() -> int:
-            v = real() % _INT16
-            return v - _INT16 if v >= _INT16 // 2 else v
-
-        self._additional_pin_limit = truncated
+        self._additional_pin_limit = lambda: self._pin_limit_seen(real())
         try:
             return super()._start_pending_read()
         finally:
             self._additional_pin_limit = real
+
+
+class PinLimitInt16Truncated(PinLimitSeenOtherwise):
+    """Class 2: ``GetAdditionalPinLimit()`` is cast to int16 instead of capped at
+    ``PG_INT16_MAX``: a budget of 65536 + n pins allows n."""
+
+    def _pin_limit_seen(self, real: int) -> int:
+        v = real % _INT16
+        return v - _INT16 if v >= _INT16 // 2 else v
 
 
 class ForwardedOverflowNotCopied(_Base):

@@ -185,16 +185,11 @@ class _ResetKeepsPutBackBlock(_Base):
             self._produced.appendleft(kept)
 
 
-class _ForwardedLeftOutOfBudget(_Base):
-    def _start_pending_read(self) -> bool:
+class _ForwardedLeftOutOfBudget(_missed.PinLimitSeenOtherwise):
+    def _pin_limit_seen(self, real: int) -> int:
         # read_stream_start_pending_read without "buffer_limit += stream->forwarded_buffers": the
         # buffers a split read forwarded, already pinned, are not added to the budget.
-        real = self._additional_pin_limit
-        self._additional_pin_limit = lambda: real() - self.forwarded_buffers
-        try:
-            return super()._start_pending_read()
-        finally:
-            self._additional_pin_limit = real
+        return real - self.forwarded_buffers
 
 
 class _UngetBlockDuplicated(_Base):
