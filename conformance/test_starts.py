@@ -187,8 +187,8 @@ def test_a_reset_forgets_the_block_the_look_ahead_put_back(readstream_impl: Any,
     look-ahead takes a block from the callback, finds the slot taken and puts the block back
     (``read_stream_unget_block``). A reset then forgets it (``read_stream_reset``: "Forget
     buffered block number"): after the reset the stream returns the blocks the callback hands
-    out from then on, and only those. Kills ``read_stream_reset:1084:2:SDL`` (the put-back block is returned after the
-    reset, although the callback produced it before)."""
+    out from then on, and only those. Kills ``read_stream_reset:1084:2:SDL`` (the put-back
+    block is returned after the reset, although the callback produced it before)."""
     scenario = fit_scenario(
         Scenario(
             settings={"effective_io_concurrency": 1, "io_method": "sync"},
